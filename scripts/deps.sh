@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs the Debian packages snapkv builds and tests with (needs root or sudo).
+# Quiet and quick when everything is already there.
+set -euo pipefail
+PKGS=(build-essential cmake ninja-build pkg-config git python3 python3-pip
+      libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev
+      libpcre2-dev libomp-dev clang libclang-rt-14-dev ccache)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# python3/pip may come from elsewhere (pyenv); only ask apt for them when absent.
+if command -v python3 >/dev/null; then
+  tmp=(); for p in "${missing[@]}"; do [[ "$p" == python3* ]] || tmp+=("$p"); done; missing=("${tmp[@]}")
+fi
+if ((${#missing[@]})); then
+  echo "deps.sh: installing ${missing[*]}" >&2
+  SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Builds snapkv and runs the whole test suite:
+#   1. Release build, every ctest (unit, golden vs llama.cpp, real-model end to end);
+#   2. the unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer;
+#   3. a short libFuzzer run on the GGUF parser (when clang is available).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/deps.sh
+bash scripts/get-model.sh >/dev/null
+
+jobs="$(nproc)"
+launcher=(); command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+
+echo "== Release build and full test suite"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" >/dev/null
+cmake --build build -j"$jobs"
+ctest --test-dir build --output-on-failure -j"$jobs" --timeout 900
+
+echo "== Unit tests under ASan + UBSan"
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSNAPKV_SANITIZE=ON "${launcher[@]}" >/dev/null
+cmake --build build-asan -j"$jobs"
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build-asan --output-on-failure -j"$jobs" --timeout 900 -LE 'e2e|slow'
+
+if command -v clang++ >/dev/null; then
+  echo "== libFuzzer run on the GGUF parser"
+  cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
+    -DCMAKE_CXX_COMPILER=clang++ -DSNAPKV_FUZZ=ON -DSNAPKV_BUILD_TESTS=OFF -DSNAPKV_NATIVE=ON "${launcher[@]}" >/dev/null
+  cmake --build build-fuzz -j"$jobs" --target fuzz_gguf
+  bash fuzz/run.sh build-fuzz/fuzz/fuzz_gguf 60
+fi
+echo "== all tests passed"

@@ -1,0 +1,32 @@
+// Shared helpers for the test suites: where ../shared and the model cache are.
+#pragma once
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+namespace snapkv::test {
+
+/// ../shared next to the source tree, or $SNAPKV_SHARED_DIR.
+inline std::filesystem::path shared_dir() {
+  if (const char* e = std::getenv("SNAPKV_SHARED_DIR")) return e;
+  return std::filesystem::path(SNAPKV_SOURCE_DIR) / ".." / "shared";
+}
+
+/// The model cache filled by scripts/get-model.sh: $SNAPKV_MODELS or ~/.cache/snapkv/models.
+inline std::filesystem::path models_dir() {
+  if (const char* e = std::getenv("SNAPKV_MODELS")) return e;
+  const char* home = std::getenv("HOME");
+  return std::filesystem::path(home ? home : ".") / ".cache" / "snapkv" / "models";
+}
+
+/// Path of the default Gemma 3 270M Q4_K_M model in the cache.
+inline std::filesystem::path gemma_path() { return models_dir() / "gemma-3-270m-q4_k_m.gguf"; }
+
+/// Directory of the snapkv binary (the CLI) in the build tree.
+inline std::filesystem::path binary_dir() { return SNAPKV_BINARY_DIR; }
+
+/// Source tree root (tests/data lives under it).
+inline std::filesystem::path source_dir() { return SNAPKV_SOURCE_DIR; }
+
+}  // namespace snapkv::test
