@@ -1,0 +1,135 @@
+// snapkv: the ragged per-head KV cache. Every (layer, KV head) stores its own list of entries
+// (original token position, key after RoPE, value), so presses can keep a different set of
+// positions per head. Evicted entries are freed (the buffers are reallocated to the exact size),
+// never masked.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "snapkv/press.h"
+
+namespace snapkv {
+
+/// Entries of one KV head of one layer: pos[n], K rows [n x head_dim], V rows [n x head_dim],
+/// element type F16 (IEEE half, round-to-nearest-even on store) or F32. Entries are kept in
+/// ascending position order (appends must come with increasing positions).
+/// Capacity is managed explicitly: reserve() allocates exactly the requested entries; append()
+/// past the capacity grows by `kGrowEntries` (never doubling), so decoding allocates once every
+/// kGrowEntries tokens, not per token.
+class KVHeadCache {
+ public:
+  static constexpr int64_t kGrowEntries = 128;
+
+  KVHeadCache(KVType type, int head_dim);
+  KVHeadCache(KVHeadCache&&) noexcept;
+  KVHeadCache& operator=(KVHeadCache&&) noexcept;
+  KVHeadCache(const KVHeadCache&) = delete;
+  KVHeadCache& operator=(const KVHeadCache&) = delete;
+  ~KVHeadCache();
+
+  KVType type() const { return type_; }
+  int head_dim() const { return head_dim_; }
+  int64_t size() const { return n_; }
+  int64_t capacity() const { return cap_; }
+  bool empty() const { return n_ == 0; }
+
+  /// Original positions of the entries, ascending.
+  std::span<const int32_t> positions() const { return {pos_, static_cast<size_t>(n_)}; }
+  const int32_t* pos_data() const { return pos_; }
+  /// Raw rows: uint16_t (F16) or float (F32), [size() x head_dim], contiguous.
+  const void* k_data() const { return k_; }
+  const void* v_data() const { return v_; }
+  /// Views for presses (valid until the next mutation).
+  RowsView keys() const;
+  RowsView values() const;
+  /// Row i as f32 (for tests and presses): out[head_dim].
+  void key_row(int64_t i, float* out) const;
+  void value_row(int64_t i, float* out) const;
+
+  /// Makes the capacity at least `n` entries; reallocates to exactly `n` if it grows.
+  void reserve(int64_t n);
+  /// Appends `count` entries: positions pos[count], keys/values as f32 rows with row strides
+  /// `k_stride`/`v_stride` floats. Positions must be > the last stored position (throws
+  /// snapkv::Error otherwise). Grows by max(count, kGrowEntries) entries past the capacity.
+  void append(int64_t count, const int32_t* pos, const float* k, int64_t k_stride, const float* v, int64_t v_stride);
+  /// Keeps only the entries at `indices` (ascending, unique, each < size(); throws snapkv::Error
+  /// otherwise), compacting in place order and reallocating the buffers to exactly indices.size()
+  /// entries so the evicted ones are released.
+  void keep(std::span<const int32_t> indices);
+  /// Drops the `count` oldest entries (memmove; capacity unchanged). Used by sliding-window layers.
+  void drop_front(int64_t count);
+  /// Removes every entry and frees the buffers.
+  void clear();
+
+  /// Payload bytes of the stored entries: size() * 2 * head_dim * element size (exact).
+  size_t bytes() const;
+  /// Payload bytes allocated (capacity() * 2 * head_dim * element size).
+  size_t capacity_bytes() const;
+
+ private:
+  void reallocate(int64_t new_cap);
+  size_t row_bytes() const;
+
+  KVType type_;
+  int head_dim_;
+  int64_t n_ = 0;
+  int64_t cap_ = 0;
+  int32_t* pos_ = nullptr;
+  void* k_ = nullptr;
+  void* v_ = nullptr;
+};
+
+/// The caches of one layer: one KVHeadCache per KV head. `window` > 0 marks a sliding-window
+/// layer: a query at position p attends only keys with p - key_pos < window, and the layer keeps
+/// about the window - 1 most recent entries (trimmed in batches; see KVCache::make_room).
+struct KVLayerCache {
+  int layer = 0;
+  int window = 0;  ///< 0 = full attention
+  std::vector<KVHeadCache> heads;
+
+  bool is_swa() const { return window > 0; }
+  size_t bytes() const;
+  size_t capacity_bytes() const;
+  /// Mean over heads of the entries held.
+  double mean_entries() const;
+};
+
+/// The whole cache: n_layer layers x n_head_kv heads.
+class KVCache {
+ public:
+  /// `layer_window[il]` = sliding window of layer il (0 = full attention).
+  KVCache(int n_layer, int n_head_kv, int head_dim, KVType type, const std::vector<int>& layer_window);
+
+  int n_layer() const { return static_cast<int>(layers_.size()); }
+  int n_head_kv() const { return n_head_kv_; }
+  int head_dim() const { return head_dim_; }
+  KVType type() const { return type_; }
+  KVLayerCache& layer(int il) { return layers_.at(static_cast<size_t>(il)); }
+  const KVLayerCache& layer(int il) const { return layers_.at(static_cast<size_t>(il)); }
+
+  /// Prepares layer `il` to receive `n_new` more entries per head: sliding-window layers first
+  /// drop entries no future query (position >= next_pos) can see, keeping the window - 1 most
+  /// recent; then the capacity is made exactly enough (full layers: size + n_new; SWA layers:
+  /// window - 1 + max(n_new, slack)), never shrinking.
+  void make_room(int il, int64_t n_new);
+
+  /// Payload bytes held now / allocated, over all layers and heads.
+  size_t bytes() const;
+  size_t capacity_bytes() const;
+  /// Frees everything.
+  void clear();
+
+  /// Extra entries a sliding-window layer may hold beyond window - 1 before it is trimmed.
+  static constexpr int64_t kSwaSlack = 64;
+
+ private:
+  int n_head_kv_;
+  int head_dim_;
+  KVType type_;
+  std::vector<KVLayerCache> layers_;
+};
+
+}  // namespace snapkv
