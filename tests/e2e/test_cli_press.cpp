@@ -1,0 +1,146 @@
+// End to end: prompt KV-cache compression through `snapkv run` on the Gemma model.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli_runner.h"
+
+namespace snapkv::test {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+#define REQUIRE_GEMMA()                                                                   \
+  if (!fs::exists(gemma_path())) GTEST_SKIP() << "Gemma model missing: run scripts/get-model.sh"
+
+constexpr const char* kPassKey = "68431";
+
+// A passkey-retrieval prompt (Mohtashami & Jaggi 2023 style): filler, the key in the middle,
+// filler, then the question. About 3,000 Gemma tokens.
+std::string passkey_prompt() {
+  const std::string filler =
+      "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again. ";
+  std::string s = "There is an important info hidden inside a lot of irrelevant text. Find it and memorize it. ";
+  for (int i = 0; i < 70; ++i) s += filler;
+  s += std::string("The pass key is ") + kPassKey + ". Remember it. " + kPassKey + " is the pass key. ";
+  for (int i = 0; i < 70; ++i) s += filler;
+  return s;
+}
+
+const std::string kQuestion = "What is the pass key? The pass key is";
+
+fs::path write_temp(const std::string& name, const std::string& text) {
+  const fs::path p = fs::temp_directory_path() / name;
+  std::ofstream(p, std::ios::binary) << text;
+  return p;
+}
+
+json run_json(std::vector<std::string> args) {
+  args.insert(args.begin(), "run");
+  for (const char* a : {"--temp", "0", "-t", "2", "--json"}) args.push_back(a);
+  const auto r = run_cli(args);
+  EXPECT_EQ(r.rc, 0) << r.err;
+  if (r.rc != 0) return json::object();
+  return json::parse(r.out);
+}
+
+TEST(CliPress, PasskeyRetrievedWithFullAndSnapKVCache) {
+  REQUIRE_GEMMA();
+  const fs::path prompt = write_temp("snapkv_passkey.txt", passkey_prompt() + kQuestion);
+  const json none = run_json({"-f", prompt.string(), "-n", "8", "--press", "none"});
+  const json snap = run_json({"-f", prompt.string(), "-n", "8", "--press", "snapkv", "--budget", "256"});
+  const json stream = run_json({"-f", prompt.string(), "-n", "8", "--press", "streamingllm", "--budget", "256"});
+  ASSERT_FALSE(none.empty());
+  ASSERT_FALSE(snap.empty());
+  ASSERT_FALSE(stream.empty());
+  EXPECT_GT(none["n_prompt_tokens"].get<int>(), 2500);
+  EXPECT_LT(none["n_prompt_tokens"].get<int>(), 3500);
+  EXPECT_NE(none["text"].get<std::string>().find(kPassKey), std::string::npos) << none["text"];
+  EXPECT_NE(snap["text"].get<std::string>().find(kPassKey), std::string::npos) << snap["text"];
+  // The first generated token comes from the uncompressed prefill.
+  EXPECT_EQ(none["generated_token_ids"][0], snap["generated_token_ids"][0]);
+  // Memory: the compressed cache holds less than the full one; the full-cache figure is press-independent.
+  EXPECT_EQ(none["kv_cache_bytes_full"], snap["kv_cache_bytes_full"]);
+  EXPECT_LT(snap["kv_cache_bytes"].get<size_t>(), none["kv_cache_bytes"].get<size_t>());
+  EXPECT_LT(snap["peak_kv_cache_bytes"].get<size_t>(), none["peak_kv_cache_bytes"].get<size_t>());
+  EXPECT_EQ(snap["budget"], 256);
+  // Recorded, not asserted: what StreamingLLM (sinks + recent window) answers without the middle.
+  std::cout << "[passkey] none: " << none["text"] << "\n[passkey] snapkv C=256: " << snap["text"]
+            << "\n[passkey] streamingllm C=256: " << stream["text"] << std::endl;
+  RecordProperty("streamingllm_answer", stream["text"].get<std::string>());
+  fs::remove(prompt);
+}
+
+TEST(CliPress, QuestionAfterCompressionAndDumpKept) {
+  REQUIRE_GEMMA();
+  const fs::path ctx = write_temp("snapkv_passkey_ctx.txt", passkey_prompt());
+  const fs::path dump = fs::temp_directory_path() / "snapkv_dump_kept.json";
+  const json r = run_json({"-f", ctx.string(), "--question", kQuestion, "-n", "8", "--press", "snapkv", "--budget",
+                           "256", "--dump-kept", dump.string()});
+  ASSERT_FALSE(r.empty());
+  std::cout << "[passkey, question after compression] snapkv C=256: " << r["text"] << std::endl;
+  const int n_ctx_tokens = r["n_context_tokens"].get<int>();
+  EXPECT_GT(r["n_question_tokens"].get<int>(), 0);
+
+  std::ifstream in(dump);
+  const json d = json::parse(in);
+  ASSERT_EQ(d["layers"].size(), 3u);  // Gemma 3 270M: layers 5, 11, 17 use full attention
+  std::vector<int> layers;
+  for (const auto& l : d["layers"]) {
+    layers.push_back(l["layer"].get<int>());
+    ASSERT_EQ(l["heads"].size(), 1u);  // MQA
+    const auto pos = l["heads"][0]["positions"].get<std::vector<int>>();
+    ASSERT_EQ(pos.size(), 256u);
+    for (size_t i = 1; i < pos.size(); ++i) ASSERT_LT(pos[i - 1], pos[i]);
+    // The observation window (the last 32 context positions) is always kept.
+    for (int i = 0; i < 32; ++i) EXPECT_EQ(pos[pos.size() - 32 + i], n_ctx_tokens - 32 + i);
+    EXPECT_LT(pos.back(), n_ctx_tokens);
+  }
+  EXPECT_EQ(layers, (std::vector<int>{5, 11, 17}));
+  fs::remove(ctx);
+  fs::remove(dump);
+}
+
+TEST(CliPress, BudgetAbovePromptIsIdenticalToNone) {
+  REQUIRE_GEMMA();
+  const std::string p = "The quick brown fox jumps over the lazy dog. " + std::string(200, 'a');
+  const json none = run_json({"-p", p, "-n", "16", "--ignore-eos", "--press", "none"});
+  for (const char* press : {"snapkv", "pyramidkv", "adakv", "streamingllm", "h2o", "tova", "knorm", "random"}) {
+    const json c = run_json({"-p", p, "-n", "16", "--ignore-eos", "--press", press, "--budget", "100000"});
+    EXPECT_EQ(c["generated_token_ids"], none["generated_token_ids"]) << press;
+    EXPECT_EQ(c["kv_cache_bytes"], none["kv_cache_bytes"]) << press;
+  }
+}
+
+TEST(CliPress, BadValuesGiveClearErrors) {
+  const std::string stories = (shared_dir() / "models" / "stories260K.gguf").string();
+  const std::string p = "Once upon a time there was a little girl named Lily who loved to play outside.";
+  struct Case {
+    std::vector<std::string> args;
+    std::string needle;
+  };
+  const std::vector<Case> cases = {
+      {{"--press", "snapkv", "--budget", "16", "--window", "32"}, "budget"},
+      {{"--press", "nosuchpress"}, "snapkv"},
+      {{"--press", "snapkv", "--compression-ratio", "1.0"}, "ratio"},
+      {{"--press", "snapkv", "--compression-ratio", "-0.5"}, "ratio"},
+      {{"--press", "snapkv", "--compression-ratio", "0.9"}, "window"},  // C = 2 < W = 32 on a ~20-token prompt
+      {{"--press", "snapkv", "--budget", "64", "--compression-ratio", "0.5"}, "excludes"},
+      {{"--press", "snapkv", "--kernel", "4"}, "kernel"},
+      {{"--press", "streamingllm", "--budget", "34", "--sinks", "4", "--window", "32"}, "sinks"},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::string> args = {"run", "-m", stories, "-p", p, "-n", "4"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    const auto r = run_cli(args);
+    EXPECT_NE(r.rc, 0) << c.needle;
+    EXPECT_NE(r.err.find(c.needle), std::string::npos) << "stderr: " << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace snapkv::test
