@@ -1,0 +1,105 @@
+// snapkv: make_press(), press_capacity(), press_names() (declared in snapkv/press.h) and the
+// validation of the press settings (CLI flags --press, --budget, --compression-ratio, --window,
+// --kernel, --sinks; PressConfig::pyramid_beta / adakv_alpha).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "kv/presses/presses.h"
+#include "snapkv/error.h"
+#include "snapkv/press.h"
+
+namespace snapkv {
+namespace {
+
+using Maker = std::unique_ptr<Press> (*)(const PressConfig&);
+
+/// Press names in help order with their constructors.
+const std::vector<std::pair<std::string, Maker>>& registry() {
+  static const std::vector<std::pair<std::string, Maker>> r{
+      {"none", press_detail::make_none_press},
+      {"snapkv", press_detail::make_snapkv_press},
+      {"pyramidkv", press_detail::make_pyramidkv_press},
+      {"adakv", press_detail::make_adakv_press},
+      {"streamingllm", press_detail::make_streamingllm_press},
+      {"h2o", press_detail::make_h2o_press},
+      {"tova", press_detail::make_tova_press},
+      {"knorm", press_detail::make_knorm_press},
+      {"random", press_detail::make_random_press},
+  };
+  return r;
+}
+
+Maker find_maker(const std::string& name) {
+  for (const auto& [n, m] : registry())
+    if (n == name) return m;
+  std::string valid;
+  for (const auto& [n, m] : registry()) valid += (valid.empty() ? "" : ", ") + n;
+  throw Error(fmt::format("--press: unknown press '{}' (valid: {})", name, valid));
+}
+
+/// The documented default of compression_ratio meaning "not set".
+constexpr double kRatioUnset = -1.0;
+
+bool budget_set(const PressConfig& c) { return c.budget != 0; }
+bool ratio_set(const PressConfig& c) { return c.compression_ratio != kRatioUnset; }
+
+/// Tokens a press must be able to keep: the window, plus the sinks for streamingllm.
+int64_t min_keep(const PressConfig& c) { return c.window + (c.name == "streamingllm" ? c.sinks : 0); }
+
+/// Throws snapkv::Error for the first invalid setting (see make_press()).
+void validate(const PressConfig& c) {
+  find_maker(c.name);
+  if (c.window < 1) throw Error(fmt::format("--window must be >= 1, got {}", c.window));
+  if (c.kernel < 1 || c.kernel % 2 == 0) throw Error(fmt::format("--kernel must be odd and >= 1, got {}", c.kernel));
+  if (c.name == "none") return;  // keeps everything: budget and ratio are ignored
+  if (budget_set(c) == ratio_set(c))
+    throw Error(fmt::format("press {}: set exactly one of --budget and --compression-ratio (got {})", c.name,
+                            budget_set(c) ? "both" : "neither"));
+  if (ratio_set(c) && !(c.compression_ratio >= 0.0 && c.compression_ratio < 1.0))
+    throw Error(fmt::format("--compression-ratio must be in [0, 1), got {}", c.compression_ratio));
+  if (c.name == "streamingllm" && c.sinks < 0) throw Error(fmt::format("--sinks must be >= 0, got {}", c.sinks));
+  if (budget_set(c) && c.budget < min_keep(c)) {
+    if (c.name == "streamingllm")
+      throw Error(fmt::format("--budget {} is smaller than --window {} + --sinks {} (press streamingllm)", c.budget,
+                              c.window, c.sinks));
+    throw Error(fmt::format("--budget {} is smaller than --window {} (the window is always kept)", c.budget, c.window));
+  }
+  if (c.name == "pyramidkv" && !(c.pyramid_beta >= 1.0 && std::isfinite(c.pyramid_beta)))
+    throw Error(fmt::format("pyramid_beta must be a finite number >= 1, got {}", c.pyramid_beta));
+  if (c.name == "adakv" && !(c.adakv_alpha >= 0.0 && c.adakv_alpha <= 1.0))
+    throw Error(fmt::format("adakv_alpha must be in [0, 1], got {}", c.adakv_alpha));
+}
+
+}  // namespace
+
+std::unique_ptr<Press> make_press(const PressConfig& cfg) {
+  validate(cfg);
+  return find_maker(cfg.name)(cfg);
+}
+
+int64_t press_capacity(const PressConfig& cfg, int64_t n_tokens) {
+  validate(cfg);
+  if (n_tokens < 0) throw Error(fmt::format("press_capacity: n_tokens = {} must be >= 0", n_tokens));
+  if (cfg.name == "none") return n_tokens;
+  int64_t cap = cfg.budget;
+  if (!budget_set(cfg)) {
+    // kvpress convention: remove floor(L * ratio) positions; never below the window (+ sinks).
+    cap = n_tokens - static_cast<int64_t>(std::floor(static_cast<double>(n_tokens) * cfg.compression_ratio));
+    cap = std::max(cap, min_keep(cfg));
+  }
+  if (n_tokens > cap && cfg.window >= n_tokens)
+    throw Error(fmt::format("press {}: --window {} must be smaller than the prompt ({} tokens) to compress it to {}",
+                            cfg.name, cfg.window, n_tokens, cap));
+  return cap;
+}
+
+std::vector<std::string> press_names() {
+  std::vector<std::string> out;
+  for (const auto& [n, m] : registry()) out.push_back(n);
+  return out;
+}
+
+}  // namespace snapkv
