@@ -52,7 +52,8 @@ class Session {
   /// snapkv::Error). Returns the last token's logits (n_vocab floats, valid until the next call).
   /// `all_logits` (optional) receives [tokens.size() x n_vocab]. progress(layers_done, n_layer).
   /// Throws snapkv::Error for an empty batch, a token id out of range, or a batch that does not
-  /// fit the context ("prompt of N tokens does not fit the context of C tokens (-c)").
+  /// fit the context ("prompt of N tokens does not fit the context of C tokens (-c)"). If an
+  /// error is thrown after the cache was touched (e.g. by a press), the session is reset().
   std::span<const float> prefill(std::span<const int32_t> tokens, bool compress = true,
                                  std::vector<float>* all_logits = nullptr,
                                  const std::function<void(int, int)>& progress = {});
@@ -73,8 +74,7 @@ class Session {
   void reset();
 
  private:
-  void run_layer(int il, std::span<const int32_t> pos_all, float* h, int64_t n, bool capture_q, int64_t window,
-                 bool need_all_q);
+  void run_layer(int il, const int32_t* pos, float* h, int64_t n, int64_t window, bool need_all_q);
   void compress_layer(int il, int compress_index, int n_compress_layers, int64_t n_tokens, int64_t capacity);
   void update_stats();
   void sample_peak();
@@ -87,6 +87,8 @@ class Session {
   KVCache cache_;
   std::unique_ptr<ForwardBuffers> buf_;  ///< activations of one chunk (decode uses its first row)
   std::unique_ptr<AttentionWorkspace> attn_ws_;
+  std::vector<float> h_;         ///< prefill residual stream [n_tokens x n_embd]
+  std::vector<int32_t> pos_;     ///< prefill positions [n_tokens]
   std::vector<float> h_dec_;     ///< decode residual [n_embd]
   std::vector<float> tmp_dec_;   ///< decode scratch [n_embd]
   std::vector<float> logits_;    ///< [n_vocab]

@@ -1,0 +1,113 @@
+// Small SIMD vector helpers of the attention kernels (AVX2/F16C when available, scalar otherwise).
+#pragma once
+
+#include <cstdint>
+
+#include "snapkv/fp16.h"
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include <immintrin.h>
+#define SNAPKV_ATTN_AVX2 1
+#endif
+
+namespace snapkv::attn {
+
+#if SNAPKV_ATTN_AVX2
+inline float hsum(__m256 v) {
+  __m128 lo = _mm256_castps256_ps128(v);
+  const __m128 hi = _mm256_extractf128_ps(v, 1);
+  lo = _mm_add_ps(lo, hi);
+  __m128 sh = _mm_movehdup_ps(lo);
+  __m128 s = _mm_add_ps(lo, sh);
+  sh = _mm_movehl_ps(sh, s);
+  s = _mm_add_ss(s, sh);
+  return _mm_cvtss_f32(s);
+}
+#endif
+
+/// sum_i a[i] * b[i], f32 accumulation.
+inline float dot_f32(const float* a, const float* b, int n) {
+  int i = 0;
+  float s = 0.0f;
+#if SNAPKV_ATTN_AVX2
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  for (; i + 16 <= n; i += 16) {
+    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+  }
+  for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+  s = hsum(_mm256_add_ps(acc0, acc1));
+#endif
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+/// sum_i a[i] * half(b[i]), f32 accumulation.
+inline float dot_f32_f16(const float* a, const uint16_t* b, int n) {
+  int i = 0;
+  float s = 0.0f;
+#if SNAPKV_ATTN_AVX2
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  for (; i + 16 <= n; i += 16) {
+    const __m256 b0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i)));
+    const __m256 b1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i + 8)));
+    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), b0, acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), b1, acc1);
+  }
+  for (; i + 8 <= n; i += 8) {
+    const __m256 b0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i)));
+    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), b0, acc0);
+  }
+  s = hsum(_mm256_add_ps(acc0, acc1));
+#endif
+  for (; i < n; ++i) s += a[i] * fp16_to_fp32(b[i]);
+  return s;
+}
+
+/// y[i] = y[i] * c (in place).
+inline void scale_f32(float* y, float c, int n) {
+  int i = 0;
+#if SNAPKV_ATTN_AVX2
+  const __m256 vc = _mm256_set1_ps(c);
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), vc));
+#endif
+  for (; i < n; ++i) y[i] *= c;
+}
+
+/// y[i] += a * x[i].
+inline void axpy_f32(float* y, float a, const float* x, int n) {
+  int i = 0;
+#if SNAPKV_ATTN_AVX2
+  const __m256 va = _mm256_set1_ps(a);
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+#endif
+  for (; i < n; ++i) y[i] += a * x[i];
+}
+
+/// y[i] += a * half(x[i]).
+inline void axpy_f16(float* y, float a, const uint16_t* x, int n) {
+  int i = 0;
+#if SNAPKV_ATTN_AVX2
+  const __m256 va = _mm256_set1_ps(a);
+  for (; i + 8 <= n; i += 8) {
+    const __m256 xv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i)));
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, xv, _mm256_loadu_ps(y + i)));
+  }
+#endif
+  for (; i < n; ++i) y[i] += a * fp16_to_fp32(x[i]);
+}
+
+/// dst[i] = half(src[i]) as f32.
+inline void f16_to_f32(const uint16_t* src, float* dst, int n) {
+  int i = 0;
+#if SNAPKV_ATTN_AVX2
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+#endif
+  for (; i < n; ++i) dst[i] = fp16_to_fp32(src[i]);
+}
+
+/// Rounds to the nearest F16 value (kept as f32).
+inline float round_f16(float x) { return fp16_to_fp32(fp32_to_fp16(x)); }
+
+}  // namespace snapkv::attn

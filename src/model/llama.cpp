@@ -1,0 +1,126 @@
+// Architecture `llama` (Llama 2/3, Mistral, TinyLlama, SmolLM): hyper-parameters, weights and
+// the pre-norm block  h += Wo Attn(RoPE(Wq n(h)), RoPE(Wk n(h)), Wv n(h));
+//                     h += Wdown (silu(Wgate n(h)) * Wup n(h))   with n = RMSNorm
+// (Touvron et al. 2023, Sec. 2.2; llama.cpp llm_build_llama).
+#include <fmt/format.h>
+
+#include <cmath>
+#include <string>
+
+#include "model/arch.h"
+#include "snapkv/error.h"
+#include "snapkv/norm.h"
+
+namespace snapkv {
+
+namespace {
+
+class LlamaModel final : public Model {
+ public:
+  explicit LlamaModel(GGUFFile&& f) : Model(std::move(f)) {
+    read_config();
+    bind_weights();
+  }
+
+  void forward_layer(int il, BlockBatch& b, KVLayerCache& cache) const override {
+    const LayerWeights& L = layers_[static_cast<size_t>(il)];
+    ForwardBuffers& B = *b.buf;
+    const int64_t E = cfg_.n_embd, n = b.n;
+    rms_norm_rows(b.h, E, L.attn_norm.data(), B.xn.data(), E, E, n, cfg_.rms_eps);
+    attention_block(il, b, cache, B.xn.data());  // B.xn = Wo attn
+    for (int64_t i = 0; i < n * E; ++i) b.h[i] += B.xn[static_cast<size_t>(i)];
+
+    rms_norm_rows(b.h, E, L.ffn_norm.data(), B.xn.data(), E, E, n, cfg_.rms_eps);
+    matmul(L.ffn_gate, B.xn.data(), n, B.ffn_a.data());
+    matmul(L.ffn_up, B.xn.data(), n, B.ffn_b.data());
+    swiglu_inplace(B.ffn_a.data(), B.ffn_b.data(), n * cfg_.n_ff);
+    matmul(L.ffn_down, B.ffn_a.data(), n, B.xn.data());
+    for (int64_t i = 0; i < n * E; ++i) b.h[i] += B.xn[static_cast<size_t>(i)];
+  }
+
+ private:
+  void read_config() {
+    const GGUFFile& f = gguf_;
+    ModelConfig& c = cfg_;
+    c.arch = "llama";
+    c.name = f.has("general.name") ? std::string(f.get_string("general.name")) : "";
+    constexpr int64_t kBig = 1 << 20;
+    c.n_embd = static_cast<int>(read_int(f, "llama.embedding_length", 1, kBig));
+    c.n_layer = static_cast<int>(read_int(f, "llama.block_count", 1, 4096));
+    c.n_ff = static_cast<int>(read_int(f, "llama.feed_forward_length", 1, kBig));
+    c.n_head = static_cast<int>(read_int(f, "llama.attention.head_count", 1, 4096));
+    c.n_head_kv = static_cast<int>(read_int_or(f, "llama.attention.head_count_kv", c.n_head, 1, c.n_head));
+    if (c.n_head % c.n_head_kv != 0)
+      throw Error(
+          fmt::format("{}: head_count {} is not a multiple of head_count_kv {}", f.path(), c.n_head, c.n_head_kv));
+    c.head_dim = static_cast<int>(read_int_or(f, "llama.attention.key_length", c.n_embd / c.n_head, 1, 65536));
+    const int64_t v_len = read_int_or(f, "llama.attention.value_length", c.head_dim, 1, 65536);
+    if (v_len != c.head_dim)
+      throw Error(
+          fmt::format("{}: attention.value_length {} != key_length {} is not supported", f.path(), v_len, c.head_dim));
+    c.n_rot = static_cast<int>(read_int_or(f, "llama.rope.dimension_count", c.head_dim, 2, c.head_dim));
+    if (c.n_rot % 2 != 0) throw Error(fmt::format("{}: rope.dimension_count {} must be even", f.path(), c.n_rot));
+    c.n_ctx_train = read_int(f, "llama.context_length", 1, int64_t{1} << 31);
+    c.rms_eps = read_float_or(f, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    c.rope_base = read_float_or(f, "llama.rope.freq_base", 10000.0f);
+    c.rope_base_swa = c.rope_base;
+    if (auto type = f.get_string_opt("llama.rope.scaling.type"); type && *type != "none") {
+      if (*type != "linear")
+        throw Error(fmt::format("{}: rope scaling type '{}' is not supported (none, linear)", f.path(), *type));
+      c.rope_freq_scale = 1.0f / read_float(f, "llama.rope.scaling.factor");
+    } else if (f.has("llama.rope.scale_linear")) {
+      c.rope_freq_scale = 1.0f / read_float(f, "llama.rope.scale_linear");
+    }
+    c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    c.embd_scale = 1.0f;
+    c.rope_type = RopeType::Normal;
+    c.ffn_act = FfnActivation::SiLU;
+    c.sliding_window = 0;
+    c.layer_is_swa.assign(static_cast<size_t>(c.n_layer), 0);
+    c.qk_norm = false;
+    c.post_norms = false;
+  }
+
+  void bind_weights() {
+    ModelConfig& c = cfg_;
+    const GGUFTensorInfo* te = gguf_.find_tensor("token_embd.weight");
+    if (!te) throw Error(fmt::format("{}: tensor 'token_embd.weight' is missing", gguf_.path()));
+    if (te->dims.size() != 2 || te->dims[0] != c.n_embd || te->dims[1] < 1 || te->dims[1] > (int64_t{1} << 31) - 1)
+      throw Error(fmt::format("{}: tensor 'token_embd.weight' has a bad shape (n_embd {})", gguf_.path(), c.n_embd));
+    c.n_vocab = static_cast<int>(te->dims[1]);
+    tok_embd_ = bind_matrix("token_embd.weight", c.n_vocab, c.n_embd);
+    output_norm_ = bind_vector("output_norm.weight", c.n_embd);
+    output_ = bind_matrix("output.weight", c.n_vocab, c.n_embd, /*required=*/false);
+    c.tied_output = output_.data == nullptr;
+    if (c.tied_output) output_ = tok_embd_;
+    rope_freqs_ = bind_vector("rope_freqs.weight", c.n_rot / 2, /*required=*/false);
+
+    const int64_t q_dim = static_cast<int64_t>(c.n_head) * c.head_dim;
+    const int64_t kv_dim = static_cast<int64_t>(c.n_head_kv) * c.head_dim;
+    layers_.resize(static_cast<size_t>(c.n_layer));
+    for (int il = 0; il < c.n_layer; ++il) {
+      const std::string p = fmt::format("blk.{}.", il);
+      for (const char* unsupported :
+           {"ffn_gate_inp.weight", "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.bias", "attn_qkv.weight"})
+        if (gguf_.find_tensor(p + unsupported))
+          throw Error(fmt::format("{}: tensor '{}{}' is not supported by the llama block (MoE, biases, fused QKV)",
+                                  gguf_.path(), p, unsupported));
+      LayerWeights& L = layers_[static_cast<size_t>(il)];
+      L.attn_norm = bind_vector(p + "attn_norm.weight", c.n_embd);
+      L.wq = bind_matrix(p + "attn_q.weight", q_dim, c.n_embd);
+      L.wk = bind_matrix(p + "attn_k.weight", kv_dim, c.n_embd);
+      L.wv = bind_matrix(p + "attn_v.weight", kv_dim, c.n_embd);
+      L.wo = bind_matrix(p + "attn_output.weight", c.n_embd, q_dim);
+      L.ffn_norm = bind_vector(p + "ffn_norm.weight", c.n_embd);
+      L.ffn_gate = bind_matrix(p + "ffn_gate.weight", c.n_ff, c.n_embd);
+      L.ffn_up = bind_matrix(p + "ffn_up.weight", c.n_ff, c.n_embd);
+      L.ffn_down = bind_matrix(p + "ffn_down.weight", c.n_embd, c.n_ff);
+    }
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<const Model> make_llama_model(GGUFFile&& f) { return std::make_shared<LlamaModel>(std::move(f)); }
+
+}  // namespace snapkv

@@ -1,0 +1,184 @@
+// Model loading, weight binding and the parts of the forward pass shared by the architectures.
+#include "snapkv/model.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+
+#include "model/arch.h"
+#include "snapkv/error.h"
+#include "snapkv/fp16.h"
+#include "snapkv/norm.h"
+
+namespace snapkv {
+
+int64_t read_int(const GGUFFile& f, const std::string& key, int64_t lo, int64_t hi) {
+  if (!f.has(key)) throw Error(fmt::format("{}: metadata key '{}' is missing", f.path(), key));
+  const int64_t v = f.get_i64(key);
+  if (v < lo || v > hi)
+    throw Error(fmt::format("{}: metadata key '{}' = {} is outside [{}, {}]", f.path(), key, v, lo, hi));
+  return v;
+}
+
+int64_t read_int_or(const GGUFFile& f, const std::string& key, int64_t def, int64_t lo, int64_t hi) {
+  if (!f.has(key)) return def;
+  return read_int(f, key, lo, hi);
+}
+
+float read_float(const GGUFFile& f, const std::string& key) {
+  if (!f.has(key)) throw Error(fmt::format("{}: metadata key '{}' is missing", f.path(), key));
+  const double v = f.get_f64(key);
+  if (!std::isfinite(v) || v <= 0.0 || v > std::numeric_limits<float>::max())
+    throw Error(fmt::format("{}: metadata key '{}' = {} must be a finite positive number", f.path(), key, v));
+  return static_cast<float>(v);
+}
+
+float read_float_or(const GGUFFile& f, const std::string& key, float def) {
+  if (!f.has(key)) return def;
+  return read_float(f, key);
+}
+
+std::shared_ptr<const Model> Model::load(const std::string& path) {
+  GGUFFile f = GGUFFile::open(path);
+  if (!f.has("general.architecture"))
+    throw Error(fmt::format("{}: metadata key 'general.architecture' is missing", path));
+  const std::string arch(f.get_string("general.architecture"));
+  if (arch == "llama") return make_llama_model(std::move(f));
+  if (arch == "gemma3") return make_gemma3_model(std::move(f));
+  throw Error(fmt::format("{}: unsupported architecture '{}' (supported: llama, gemma3)", path, arch));
+}
+
+Model::Model(GGUFFile&& f) : gguf_(std::move(f)) {}
+Model::~Model() = default;
+
+namespace {
+
+std::string dims_str(const std::vector<int64_t>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += fmt::format("{}{}", i ? ", " : "", d[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+WeightView Model::bind_matrix(const std::string& name, int64_t rows, int64_t cols, bool required) {
+  const GGUFTensorInfo* t = gguf_.find_tensor(name);
+  if (!t) {
+    if (required) throw Error(fmt::format("{}: tensor '{}' is missing", gguf_.path(), name));
+    return {};
+  }
+  const bool shape_ok = (t->dims.size() == 2 && t->dims[0] == cols && t->dims[1] == rows) ||
+                        (t->dims.size() == 1 && rows == 1 && t->dims[0] == cols);
+  if (!shape_ok)
+    throw Error(fmt::format("{}: tensor '{}' has shape {}, expected [{}, {}]", gguf_.path(), name, dims_str(t->dims),
+                            cols, rows));
+  if (!ggml_type_supported(t->ggml_type()))
+    throw Error(fmt::format("{}: tensor '{}' has unsupported type {}", gguf_.path(), name, ggml_type_name(t->type)));
+  if (cols % ggml_type_traits(t->type).block_size != 0)
+    throw Error(fmt::format("{}: tensor '{}': {} columns are not a multiple of the {} block size", gguf_.path(), name,
+                            cols, ggml_type_name(t->type)));
+  weight_bytes_ += t->nbytes;
+  return WeightView{t->ggml_type(), rows, cols, t->data};
+}
+
+std::vector<float> Model::bind_vector(const std::string& name, int64_t n, bool required) {
+  const GGUFTensorInfo* t = gguf_.find_tensor(name);
+  if (!t) {
+    if (required) throw Error(fmt::format("{}: tensor '{}' is missing", gguf_.path(), name));
+    return {};
+  }
+  if (t->n_elements() != n || t->dims.empty() || t->dims[0] != n)
+    throw Error(fmt::format("{}: tensor '{}' has shape {}, expected [{}]", gguf_.path(), name, dims_str(t->dims), n));
+  const GGMLType ty = t->ggml_type();
+  if (ty != GGMLType::F32 && ty != GGMLType::F16 && ty != GGMLType::BF16)
+    throw Error(fmt::format("{}: tensor '{}' has unsupported type {} (expected F32, F16 or BF16)", gguf_.path(), name,
+                            ggml_type_name(t->type)));
+  weight_bytes_ += t->nbytes;
+  std::vector<float> out(static_cast<size_t>(n));
+  dequantize_row(ty, t->data, out.data(), n);
+  return out;
+}
+
+AttentionParams Model::attention_params(int il) const {
+  AttentionParams p;
+  p.n_head = cfg_.n_head;
+  p.n_head_kv = cfg_.n_head_kv;
+  p.head_dim = cfg_.head_dim;
+  p.scale = cfg_.attn_scale;
+  p.window = cfg_.layer_window(il);
+  return p;
+}
+
+RopeParams Model::rope_params(int il) const {
+  RopeParams r;
+  r.type = cfg_.rope_type;
+  r.n_rot = cfg_.n_rot;
+  r.head_dim = cfg_.head_dim;
+  const bool swa = cfg_.layer_window(il) > 0;
+  r.base = swa ? cfg_.rope_base_swa : cfg_.rope_base;
+  r.freq_scale = swa ? 1.0f : cfg_.rope_freq_scale;
+  r.freq_factors = rope_freqs_.empty() ? nullptr : rope_freqs_.data();
+  return r;
+}
+
+void Model::embed(std::span<const int32_t> tokens, float* out) const {
+  const int64_t E = cfg_.n_embd;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const int32_t id = tokens[i];
+    if (id < 0 || id >= cfg_.n_vocab)
+      throw Error(fmt::format("token id {} at index {} is outside the vocabulary [0, {})", id, i, cfg_.n_vocab));
+  }
+  const auto n = static_cast<int64_t>(tokens.size());
+  for (int64_t i = 0; i < n; ++i) {
+    float* row = out + i * E;
+    dequantize_row(tok_embd_.type, tok_embd_.row(tokens[static_cast<size_t>(i)]), row, E);
+    if (cfg_.embd_scale != 1.0f)
+      for (int64_t d = 0; d < E; ++d) row[d] *= cfg_.embd_scale;
+  }
+}
+
+void Model::logits(const float* h, int64_t n, float* out, float* tmp) const {
+  const int64_t E = cfg_.n_embd;
+  rms_norm_rows(h, E, output_norm_.data(), tmp, E, E, n, cfg_.rms_eps);
+  matmul(output_, tmp, n, out);
+}
+
+void Model::attention_block(int il, BlockBatch& b, KVLayerCache& cache, const float* x_normed) const {
+  const LayerWeights& L = layers_[static_cast<size_t>(il)];
+  ForwardBuffers& B = *b.buf;
+  const int hd = cfg_.head_dim;
+  const int64_t q_dim = static_cast<int64_t>(cfg_.n_head) * hd;
+  const int64_t kv_dim = static_cast<int64_t>(cfg_.n_head_kv) * hd;
+  const int64_t n = b.n;
+
+  matmul(L.wq, x_normed, n, B.q.data());
+  matmul(L.wk, x_normed, n, B.k.data());
+  matmul(L.wv, x_normed, n, B.v.data());
+  if (cfg_.qk_norm) {
+    rms_norm_rows(B.q.data(), hd, L.q_norm.data(), B.q.data(), hd, hd, n * cfg_.n_head, cfg_.rms_eps);
+    rms_norm_rows(B.k.data(), hd, L.k_norm.data(), B.k.data(), hd, hd, n * cfg_.n_head_kv, cfg_.rms_eps);
+  }
+  const RopeParams rp = rope_params(il);
+  rope_rows(rp, b.pos, n, B.q.data(), q_dim, cfg_.n_head);
+  rope_rows(rp, b.pos, n, B.k.data(), kv_dim, cfg_.n_head_kv);
+
+  for (int g = 0; g < cfg_.n_head_kv; ++g)
+    cache.heads[static_cast<size_t>(g)].append(n, b.pos, B.k.data() + g * hd, kv_dim, B.v.data() + g * hd, kv_dim);
+
+  attention(attention_params(il), B.q.data(), b.pos, n, cache, B.attn.data(), *b.attn_ws);
+  matmul(L.wo, B.attn.data(), n, B.xn.data());
+}
+
+ForwardBuffers::ForwardBuffers(const ModelConfig& c, int64_t cap) : capacity(cap) {
+  const auto n = static_cast<size_t>(cap);
+  xn.resize(n * static_cast<size_t>(c.n_embd));
+  q.resize(n * static_cast<size_t>(c.n_head) * static_cast<size_t>(c.head_dim));
+  k.resize(n * static_cast<size_t>(c.n_head_kv) * static_cast<size_t>(c.head_dim));
+  v.resize(k.size());
+  attn.resize(q.size());
+  ffn_a.resize(n * static_cast<size_t>(c.n_ff));
+  ffn_b.resize(ffn_a.size());
+}
+
+}  // namespace snapkv

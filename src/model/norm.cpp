@@ -1,0 +1,92 @@
+// RMSNorm and FFN activations (see snapkv/norm.h), arithmetic ordered like ggml's CPU ops.
+#include "snapkv/norm.h"
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "snapkv/fp16.h"
+
+namespace snapkv {
+
+void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
+  double sum = 0.0;  // ggml accumulates the squares in ggml_float (double)
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);
+  const float mean = static_cast<float>(sum / static_cast<double>(n));
+  const float scale = 1.0f / std::sqrt(mean + eps);
+  if (w) {
+    for (int64_t i = 0; i < n; ++i) y[i] = (x[i] * scale) * w[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale;
+  }
+}
+
+void rms_norm_rows(const float* x, int64_t x_stride, const float* w, float* y, int64_t y_stride, int64_t n,
+                   int64_t rows, float eps) {
+  if (rows * n >= 16384) {
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) rms_norm(x + r * x_stride, w, y + r * y_stride, n, eps);
+  } else {
+    for (int64_t r = 0; r < rows; ++r) rms_norm(x + r * x_stride, w, y + r * y_stride, n, eps);
+  }
+}
+
+void swiglu_inplace(float* a, const float* b, int64_t n) {
+  auto body = [&](int64_t i) {
+    const float x = a[i];
+    a[i] = (x / (1.0f + std::exp(-x))) * b[i];
+  };
+  if (n >= 65536) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) body(i);
+  } else {
+    for (int64_t i = 0; i < n; ++i) body(i);
+  }
+}
+
+float gelu_tanh_ref(float x) {
+  constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
+  constexpr float kCoefA = 0.044715f;
+  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCoefA * x * x)));
+}
+
+namespace {
+
+// gelu of every F16 value, rounded to F16 (ggml's ggml_table_gelu_f16), stored as f32.
+const std::vector<float>& gelu_table() {
+  static const std::vector<float> table = [] {
+    std::vector<float> t(65536);
+    for (uint32_t i = 0; i < 65536; ++i) {
+      const float x = fp16_to_fp32(static_cast<uint16_t>(i));
+      t[i] = fp16_to_fp32(fp32_to_fp16(gelu_tanh_ref(x)));
+    }
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace
+
+void geglu_inplace(float* a, const float* b, int64_t n) {
+  const float* table = gelu_table().data();
+  auto body = [&](int64_t i) {
+    const float x = a[i];
+    float g;
+    if (x <= -10.0f) {
+      g = 0.0f;
+    } else if (x >= 10.0f) {
+      g = x;
+    } else {
+      g = table[fp32_to_fp16(x)];
+    }
+    a[i] = g * b[i];
+  };
+  if (n >= 65536) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) body(i);
+  } else {
+    for (int64_t i = 0; i < n; ++i) body(i);
+  }
+}
+
+}  // namespace snapkv
