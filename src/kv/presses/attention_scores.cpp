@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "kv/presses/scoring.h"
@@ -46,108 +47,161 @@ void load_keys_transposed(const RowsView& keys, int64_t j0, int64_t nk, float* k
     for (int i = 0; i < d; ++i) kt[i * kChunk + t] = 0.0f;
 }
 
-/// acc[t] = dot(q, k_{j0+t}) for the transposed chunk kt.
-inline void dot_chunk(const float* q, const float* kt, int d, float* acc) {
-  for (int64_t t = 0; t < kChunk; ++t) acc[t] = 0.0f;
+// Rows whose logits are computed together (they share the loads of the key chunk): the
+// accumulators, kRowTile x kChunk floats, stay in vector registers.
+#if defined(__AVX512F__)
+constexpr int kRowTile = 4;
+#else
+constexpr int kRowTile = 2;
+#endif
+
+/// acc[r][t] = dot(q_r, k_{j0+t}) for kRowTile rows q_r = q + r * d and the transposed chunk kt.
+inline void dot_tile(const float* q, const float* kt, int d, float (*acc)[kChunk]) {
+  float a[kRowTile][kChunk] = {};
   for (int i = 0; i < d; ++i) {
-    const float qi = q[i];
     const float* kr = kt + i * kChunk;
-    for (int64_t t = 0; t < kChunk; ++t) acc[t] += qi * kr[t];
+    for (int r = 0; r < kRowTile; ++r) {
+      const float qi = q[r * d + i];
+      for (int64_t t = 0; t < kChunk; ++t) a[r][t] += qi * kr[t];
+    }
   }
+  for (int r = 0; r < kRowTile; ++r)
+    for (int64_t t = 0; t < kChunk; ++t) acc[r][t] = a[r][t];
 }
 
-/// One row block: rows [r0, r1) of the caller's rows (positions first_pos + r).
-void row_block(const float* q, int64_t r0, int64_t r1, int64_t first_pos, const RowsView& keys, float scale, float* out,
-               int64_t n_out) {
+/// Max of acc[0..kChunk) via kLanes independent partial maxima (vectorizes without -ffast-math).
+constexpr int64_t kLanes = 16;
+inline float max_chunk(const float* acc) {
+  float part[kLanes];
+  for (int64_t u = 0; u < kLanes; ++u) part[u] = acc[u];
+  for (int64_t t0 = kLanes; t0 < kChunk; t0 += kLanes)
+    for (int64_t u = 0; u < kLanes; ++u) part[u] = part[u] > acc[t0 + u] ? part[u] : acc[t0 + u];
+  float mx = part[0];
+  for (int64_t u = 1; u < kLanes; ++u) mx = part[u] > mx ? part[u] : mx;
+  return mx;
+}
+
+/// e[t] = exp(acc[t] - mx) for t < kChunk; returns their sum (kLanes partial sums).
+inline float exp_sum_chunk(const float* acc, float mx, float* e) {
+  float part[kLanes] = {};
+  for (int64_t t0 = 0; t0 < kChunk; t0 += kLanes)
+    for (int64_t u = 0; u < kLanes; ++u) {
+      const float v = exp_neg(acc[t0 + u] - mx);
+      e[t0 + u] = v;
+      part[u] += v;
+    }
+  float sum = 0.0f;
+  for (int64_t u = 0; u < kLanes; ++u) sum += part[u];
+  return sum;
+}
+
+/// One row block: rows [r0, r1) (positions first_pos + r) of each of the nh query heads q[hh]
+/// (all attending to the same keys), summed into out[hh].
+void row_block(const float* const* q, int nh, int64_t r0, int64_t r1, int64_t first_pos, const RowsView& keys,
+               float scale, float* const* out, int64_t n_out) {
   const int d = keys.head_dim;
   const int64_t nr = r1 - r0;
+  const int64_t nb = nh * nr;  // rows of the block, b = hh * nr + r
+  const int64_t nb_pad = (nb + kRowTile - 1) / kRowTile * kRowTile;
   const int64_t nk = first_pos + r1;  // keys seen by the last row of the block
   const int64_t nc = (nk + kChunk - 1) / kChunk;
   const int64_t stride = nc * kChunk;
   const float neg_inf = -std::numeric_limits<float>::infinity();
+  const auto last_key = [&](int64_t b) { return first_pos + r0 + b % nr; };  // causal limit of row b
 
-  // Queries pre-multiplied by the logit scale.
-  std::vector<float> qs(static_cast<size_t>(nr * d));
-  for (int64_t r = 0; r < nr; ++r)
-    for (int i = 0; i < d; ++i) qs[r * d + i] = q[(r0 + r) * d + i] * scale;
+  // Queries pre-multiplied by the logit scale; padding rows are zero and never used.
+  std::vector<float> qs(static_cast<size_t>(nb_pad * d), 0.0f);
+  for (int hh = 0; hh < nh; ++hh)
+    for (int64_t r = 0; r < nr; ++r)
+      for (int i = 0; i < d; ++i) qs[(hh * nr + r) * d + i] = q[hh][(r0 + r) * d + i] * scale;
 
-  std::vector<float> e(static_cast<size_t>(nr * stride));
-  std::vector<float> m(static_cast<size_t>(nr * nc)), s(static_cast<size_t>(nr * nc));
+  // e[b][j]: exp(logit - chunk max); every element is written in phase 1.
+  const auto e = std::make_unique_for_overwrite<float[]>(static_cast<size_t>(nb * stride));
+  std::vector<float> m(static_cast<size_t>(nb * nc)), s(static_cast<size_t>(nb * nc));
 
   // Threads only pay off for real work (small calls would mostly wait at barriers).
-  const bool par = nc > 1 && nr * nk * d >= kMinParallelWork;
+  const bool par = nc > 1 && nb * nk * d >= kMinParallelWork;
 #pragma omp parallel if (par)
   {
     std::vector<float> kt(static_cast<size_t>(kChunk * d)), tmp(static_cast<size_t>(kChunk * d));
-    alignas(64) float acc[kChunk];
+    alignas(64) float acc[kRowTile][kChunk];
 #pragma omp for schedule(static)
     for (int64_t c = 0; c < nc; ++c) {
       const int64_t j0 = c * kChunk;
       load_keys_transposed(keys, j0, nk, kt.data(), tmp.data());
-      for (int64_t r = 0; r < nr; ++r) {
-        float* er = e.data() + r * stride + j0;
-        const int64_t last = first_pos + r0 + r;  // last key this row sees
-        const int64_t valid = std::min(kChunk, last - j0 + 1);
-        if (valid <= 0) {
-          for (int64_t t = 0; t < kChunk; ++t) er[t] = 0.0f;
-          m[r * nc + c] = neg_inf;
-          s[r * nc + c] = 0.0f;
-          continue;
+      for (int64_t b0 = 0; b0 < nb; b0 += kRowTile) {
+        const int nt = static_cast<int>(std::min<int64_t>(kRowTile, nb - b0));
+        bool any = false;
+        for (int u = 0; u < nt; ++u) any = any || last_key(b0 + u) >= j0;
+        if (any) dot_tile(qs.data() + b0 * d, kt.data(), d, acc);
+        for (int u = 0; u < nt; ++u) {
+          const int64_t b = b0 + u;
+          float* eb = e.get() + b * stride + j0;
+          const int64_t valid = std::min(kChunk, last_key(b) - j0 + 1);
+          if (valid <= 0) {
+            for (int64_t t = 0; t < kChunk; ++t) eb[t] = 0.0f;
+            m[b * nc + c] = neg_inf;
+            s[b * nc + c] = 0.0f;
+            continue;
+          }
+          for (int64_t t = valid; t < kChunk; ++t) acc[u][t] = neg_inf;  // causal mask: exp -> 0
+          const float mx = max_chunk(acc[u]);
+          m[b * nc + c] = mx;
+          s[b * nc + c] = exp_sum_chunk(acc[u], mx, eb);
         }
-        dot_chunk(qs.data() + r * d, kt.data(), d, acc);
-        float mx = neg_inf;
-        for (int64_t t = 0; t < valid; ++t) mx = std::max(mx, acc[t]);
-        float sum = 0.0f;
-        for (int64_t t = 0; t < valid; ++t) {
-          er[t] = exp_neg(acc[t] - mx);
-          sum += er[t];
-        }
-        for (int64_t t = valid; t < kChunk; ++t) er[t] = 0.0f;
-        m[r * nc + c] = mx;
-        s[r * nc + c] = sum;
       }
     }
   }
 
-  // Combine the chunk-local softmax statistics: f[r][c] scales chunk c's e to probabilities.
-  for (int64_t r = 0; r < nr; ++r) {
-    float* mr = m.data() + r * nc;
-    float* sr = s.data() + r * nc;
+  // Combine the chunk-local softmax statistics: s[b][c] becomes the factor f that turns chunk
+  // c of e[b] into probabilities.
+  for (int64_t b = 0; b < nb; ++b) {
+    float* mb = m.data() + b * nc;
+    float* sb = s.data() + b * nc;
     float mx = neg_inf;
-    for (int64_t c = 0; c < nc; ++c) mx = std::max(mx, mr[c]);
+    for (int64_t c = 0; c < nc; ++c) mx = std::max(mx, mb[c]);
     double total = 0.0;
     for (int64_t c = 0; c < nc; ++c)
-      if (sr[c] > 0.0f) total += static_cast<double>(sr[c]) * std::exp(static_cast<double>(mr[c]) - mx);
+      if (sb[c] > 0.0f) total += static_cast<double>(sb[c]) * std::exp(static_cast<double>(mb[c]) - mx);
     for (int64_t c = 0; c < nc; ++c)
-      sr[c] = sr[c] > 0.0f ? static_cast<float>(std::exp(static_cast<double>(mr[c]) - mx) / total) : 0.0f;
+      sb[c] = sb[c] > 0.0f ? static_cast<float>(std::exp(static_cast<double>(mb[c]) - mx) / total) : 0.0f;
   }
 
   const int64_t n_out_blk = std::min(n_out, nk);  // later columns: no row of this block sees them
   const int64_t nco = (n_out_blk + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (nco > 1 && nr * n_out_blk * 16 >= kMinParallelWork)
+#pragma omp parallel for schedule(static) if (nco > 1 && nb * n_out_blk * 16 >= kMinParallelWork)
   for (int64_t c = 0; c < nco; ++c) {
     const int64_t j0 = c * kChunk;
-    alignas(64) float acc[kChunk] = {};
-    for (int64_t r = 0; r < nr; ++r) {
-      const float f = s[r * nc + c];
-      if (f == 0.0f) continue;
-      const float* er = e.data() + r * stride + j0;
-      for (int64_t t = 0; t < kChunk; ++t) acc[t] += f * er[t];
-    }
     const int64_t cnt = std::min(kChunk, n_out_blk - j0);
-    for (int64_t t = 0; t < cnt; ++t) out[j0 + t] += acc[t];
+    for (int hh = 0; hh < nh; ++hh) {
+      alignas(64) float acc[kChunk] = {};
+      for (int64_t r = 0; r < nr; ++r) {
+        const int64_t b = hh * nr + r;
+        const float f = s[b * nc + c];
+        if (f == 0.0f) continue;
+        const float* eb = e.get() + b * stride + j0;
+        for (int64_t t = 0; t < kChunk; ++t) acc[t] += f * eb[t];
+      }
+      for (int64_t t = 0; t < cnt; ++t) out[hh][j0 + t] += acc[t];
+    }
   }
 }
 
 }  // namespace
 
-void attention_column_sums(const float* q, int64_t n_rows, int64_t first_pos, const RowsView& keys, float scale,
-                           float* out, int64_t n_out, int64_t max_tile_floats) {
+void attention_column_sums_heads(const float* const* q, int n_heads, int64_t n_rows, int64_t first_pos,
+                                 const RowsView& keys, float scale, float* const* out, int64_t n_out,
+                                 int64_t max_tile_floats) {
   const int64_t nk = first_pos + n_rows;
   const int64_t cap = max_tile_floats > 0 ? max_tile_floats : kMaxTileFloats;
-  const int64_t block = std::max<int64_t>(1, cap / (nk + kChunk));
+  const int64_t block = std::max<int64_t>(1, cap / (n_heads * (nk + kChunk)));
   for (int64_t r0 = 0; r0 < n_rows; r0 += block)
-    row_block(q, r0, std::min(n_rows, r0 + block), first_pos, keys, scale, out, n_out);
+    row_block(q, n_heads, r0, std::min(n_rows, r0 + block), first_pos, keys, scale, out, n_out);
+}
+
+void attention_column_sums(const float* q, int64_t n_rows, int64_t first_pos, const RowsView& keys, float scale,
+                           float* out, int64_t n_out, int64_t max_tile_floats) {
+  attention_column_sums_heads(&q, 1, n_rows, first_pos, keys, scale, &out, n_out, max_tile_floats);
 }
 
 HeadScores window_attention_scores(const PressInput& in, int first_row) {
@@ -156,10 +210,17 @@ HeadScores window_attention_scores(const PressInput& in, int first_row) {
   const int d = in.head_dim;
   const int group = in.n_head / in.n_head_kv;
   HeadScores out(static_cast<size_t>(in.n_head), std::vector<float>(static_cast<size_t>(L - W), 0.0f));
-  for (int h = 0; h < in.n_head; ++h) {
-    const float* q = in.window_q + (static_cast<int64_t>(h) * W + first_row) * d;
-    attention_column_sums(q, W - first_row, L - W + first_row, in.keys[static_cast<size_t>(h / group)], in.attn_scale,
-                          out[static_cast<size_t>(h)].data(), L - W);
+  // The query heads of one KV head are processed together (keys converted once per KV head).
+  std::vector<const float*> q(static_cast<size_t>(group));
+  std::vector<float*> o(static_cast<size_t>(group));
+  for (int kv = 0; kv < in.n_head_kv; ++kv) {
+    for (int g = 0; g < group; ++g) {
+      const int h = kv * group + g;
+      q[g] = in.window_q + (static_cast<int64_t>(h) * W + first_row) * d;
+      o[g] = out[static_cast<size_t>(h)].data();
+    }
+    attention_column_sums_heads(q.data(), group, W - first_row, L - W + first_row, in.keys[static_cast<size_t>(kv)],
+                                in.attn_scale, o.data(), L - W);
   }
   return out;
 }

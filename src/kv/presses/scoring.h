@@ -33,6 +33,12 @@ using HeadScores = std::vector<std::vector<float>>;
 void attention_column_sums(const float* q, int64_t n_rows, int64_t first_pos, const RowsView& keys, float scale,
                            float* out, int64_t n_out, int64_t max_tile_floats = 0);
 
+/// attention_column_sums for n_heads query heads that share `keys` (the query heads of one KV
+/// head): q[h] and out[h] as q and out above. Keys are converted once for all of them.
+void attention_column_sums_heads(const float* const* q, int n_heads, int64_t n_rows, int64_t first_pos,
+                                 const RowsView& keys, float scale, float* const* out, int64_t n_out,
+                                 int64_t max_tile_floats = 0);
+
 /// SnapKV steps 1-3 for every query head: window rows first_row..W-1 of in.window_q (row i is
 /// the query at position L-W+i and sees keys 0..L-W+i), softmax over keys, probabilities summed
 /// over those rows for the prefix positions 0..L-W-1. Returns [n_head][L-W].
