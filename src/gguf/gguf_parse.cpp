@@ -295,9 +295,10 @@ class Parser {
         fail("tensor '{}' row size is not a multiple of the {} block size {} (dims[0]={})", name, tr.name,
              tr.block_size, t.dims[0]);
       }
-      const uint64_t row_bytes = static_cast<uint64_t>(t.dims[0] / tr.block_size) * tr.type_size;  // < 2^63 * 300/32
+      uint64_t row_bytes = 0;  // (dims[0] / block) * type_size may exceed 2^64 for plain types
       const uint64_t n_rows = static_cast<uint64_t>(n_elem / t.dims[0]);
-      if (__builtin_mul_overflow(row_bytes, n_rows, &t.nbytes)) {
+      if (__builtin_mul_overflow(static_cast<uint64_t>(t.dims[0] / tr.block_size), tr.type_size, &row_bytes) ||
+          __builtin_mul_overflow(row_bytes, n_rows, &t.nbytes)) {
         fail("tensor '{}' byte size overflows (dims=[{}], type={})", name, fmt::join(t.dims, ", "), tr.name);
       }
       t.offset = read<uint64_t>([name] { return fmt::format("offset of tensor '{}'", name); });
@@ -314,12 +315,12 @@ class Parser {
     const uint64_t a = d_.alignment;
     d_.data_offset = (pos_ + a - 1) / a * a;  // pos_ <= size < 2^63, a <= 2^31: no overflow
     for (GGUFTensorInfo& t : d_.tensors) {
-      if (d_.data_offset > d_.size || t.offset > d_.size - d_.data_offset) {
+      uint64_t start = 0;
+      if (__builtin_add_overflow(d_.data_offset, t.offset, &start)) {
         fail("tensor '{}' data offset lies past end of file (offset={}, data section at {}, file size {})", t.name,
              t.offset, d_.data_offset, d_.size);
       }
-      const uint64_t start = d_.data_offset + t.offset;
-      if (t.nbytes > d_.size - start) {
+      if (start > d_.size || t.nbytes > d_.size - start) {
         fail("tensor '{}' data [offset {}, {} bytes] extends past end of file (size {})", t.name, start, t.nbytes,
              d_.size);
       }
