@@ -1,0 +1,70 @@
+#include "cli/cli_common.h"
+
+#include <fmt/format.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "snapkv/error.h"
+
+namespace snapkv::cli {
+
+namespace fs = std::filesystem;
+
+std::string resolve_model_path(const std::string& flag) {
+  if (!flag.empty()) {
+    if (!fs::exists(flag)) throw Error(fmt::format("model file '{}' does not exist (-m)", flag));
+    return flag;
+  }
+  fs::path dir;
+  if (const char* e = std::getenv("SNAPKV_MODELS")) {
+    dir = e;
+  } else {
+    const char* home = std::getenv("HOME");
+    dir = fs::path(home ? home : ".") / ".cache" / "snapkv" / "models";
+  }
+  const fs::path p = dir / "gemma-3-270m-q4_k_m.gguf";
+  if (!fs::exists(p)) {
+    throw Error(fmt::format(
+        "no -m given and the default model {} is missing; fetch it with scripts/get-model.sh "
+        "(or pass -m MODEL.gguf)",
+        p.string()));
+  }
+  return p.string();
+}
+
+std::string read_text_file(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) throw Error(fmt::format("prompt file '{}' does not exist or is not a file (-f)", path));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(fmt::format("cannot open prompt file '{}' (-f)", path));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw Error(fmt::format("error reading prompt file '{}' (-f)", path));
+  return ss.str();
+}
+
+size_t peak_rss_bytes() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<size_t>(ru.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+bool stderr_is_tty() { return isatty(STDERR_FILENO) == 1; }
+
+void draw_progress(const char* what, int done, int total) {
+  const int width = 30;
+  const int filled = total > 0 ? done * width / total : width;
+  std::string bar(static_cast<size_t>(filled), '#');
+  bar.append(static_cast<size_t>(width - filled), '-');
+  fmt::print(stderr, "\r{} [{}] {}/{} layers", what, bar, done, total);
+  if (done >= total) fmt::print(stderr, "\r{:<{}}\r", "", width + 40);
+  std::fflush(stderr);
+}
+
+}  // namespace snapkv::cli

@@ -1,0 +1,26 @@
+// snapkv CLI: helpers shared by the sub-commands.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace snapkv::cli {
+
+/// The model to use: `flag` if given, else the default model in the cache
+/// ($SNAPKV_MODELS or ~/.cache/snapkv/models). Throws snapkv::Error telling how to fetch it
+/// (scripts/get-model.sh) when the default model is missing, or naming a missing -m file.
+std::string resolve_model_path(const std::string& flag);
+
+/// Whole file as bytes. Throws snapkv::Error naming the file on failure.
+std::string read_text_file(const std::string& path);
+
+/// Peak resident set size of this process in bytes (getrusage ru_maxrss).
+size_t peak_rss_bytes();
+
+/// True if stderr is a terminal (progress bars only then).
+bool stderr_is_tty();
+
+/// Draws "prefill [#####-----] 12/18 layers" on stderr (\r, no newline until done).
+void draw_progress(const char* what, int done, int total);
+
+}  // namespace snapkv::cli

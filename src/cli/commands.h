@@ -1,0 +1,45 @@
+// snapkv CLI: the sub-commands and their options (filled by CLI11 in main.cpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "snapkv/press.h"
+
+namespace snapkv::cli {
+
+/// `snapkv run`: generate text from a prompt, optionally with a compressed prompt KV cache.
+struct RunOptions {
+  std::string model;         ///< -m (empty: default model)
+  std::string prompt;        ///< -p
+  std::string prompt_file;   ///< -f
+  int n_predict = 128;       ///< -n: tokens to generate
+  int threads = 0;           ///< -t (0: all cores)
+  int64_t n_ctx = 0;         ///< -c (0: model's training context)
+  float temp = 0.8f;
+  int top_k = 40;
+  float top_p = 0.95f;
+  uint64_t seed = 0;
+  bool seed_set = false;
+  bool chat = false;
+  bool ignore_eos = false;
+  std::string kv_type = "f16";
+  bool json = false;
+  // Compression (issue 3).
+  PressConfig press;
+  bool budget_set = false;
+  bool ratio_set = false;
+  std::string question;      ///< --question: asked after the context (-p/-f) was prefilled and compressed
+  std::string dump_kept;     ///< --dump-kept FILE
+};
+
+int run_command(const RunOptions& opt);
+
+/// `snapkv inspect`: architecture, hyper-parameters, metadata and tensors of a GGUF.
+int inspect_command(const std::string& model, bool json);
+
+/// `snapkv tokenize`: ids and pieces of a text.
+int tokenize_command(const std::string& model, const std::string& text, bool json, bool add_special,
+                     bool parse_special);
+
+}  // namespace snapkv::cli
