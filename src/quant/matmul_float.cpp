@@ -1,0 +1,46 @@
+// snapkv: matmul for F32, F16, BF16 weights. F32 uses X as is; for F16 / BF16 the
+// activations are first rounded to the weight type (ggml's vec_dot_type), kept as f32.
+#include "quant/act_quant.h"
+#include "quant/kern_float.h"
+#include "quant/matmul_impl.h"
+#include "quant/tiling.h"
+
+namespace snapkv::quant {
+namespace {
+
+template <FKind kKind>
+void run(const WeightView& W, const float* X, int64_t n_tokens, float* Y) {
+  TileCtx c;
+  c.w = W.data;
+  c.w_stride = W.row_bytes();
+  c.cols = W.cols;
+  c.y = Y;
+  c.y_stride = W.rows;
+  if constexpr (kKind == FKind::F32) {
+    c.act = reinterpret_cast<const uint8_t*>(X);
+    c.a_stride = static_cast<size_t>(W.cols) * sizeof(float);
+  } else {
+    const size_t stride = round_up64(static_cast<size_t>(W.cols) * sizeof(float));
+    uint8_t* act = act_scratch(stride * static_cast<size_t>(n_tokens));
+#pragma omp parallel for schedule(static) if (n_tokens >= 8)
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      auto* out = reinterpret_cast<float*>(act + static_cast<size_t>(t) * stride);
+      if constexpr (kKind == FKind::F16) {
+        round_row_f16(X + t * W.cols, W.cols, out);
+      } else {
+        round_row_bf16(X + t * W.cols, W.cols, out);
+      }
+    }
+    c.act = act;
+    c.a_stride = stride;
+  }
+  run_tiles<KFloat<kKind>>(c, W.rows, n_tokens);
+}
+
+}  // namespace
+
+void matmul_f32(const WeightView& W, const float* X, int64_t n, float* Y) { run<FKind::F32>(W, X, n, Y); }
+void matmul_f16(const WeightView& W, const float* X, int64_t n, float* Y) { run<FKind::F16>(W, X, n, Y); }
+void matmul_bf16(const WeightView& W, const float* X, int64_t n, float* Y) { run<FKind::BF16>(W, X, n, Y); }
+
+}  // namespace snapkv::quant

@@ -1,0 +1,38 @@
+// snapkv: matmul for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 weights (activations -> Q8_0 / Q8_1).
+#include "quant/act_quant.h"
+#include "quant/kern_legacy.h"
+#include "quant/matmul_impl.h"
+#include "quant/tiling.h"
+
+namespace snapkv::quant {
+namespace {
+
+template <class U>
+void run(const WeightView& W, const float* X, int64_t n_tokens, float* Y) {
+  using K = KLegacy<U>;
+  const size_t stride = q8_row_stride(W.cols);
+  uint8_t* act = act_scratch(stride * static_cast<size_t>(n_tokens));
+#pragma omp parallel for schedule(static) if (n_tokens >= 8)
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    quantize_q8_row(X + t * W.cols, W.cols, K::act_offset(), U::kMin, act + static_cast<size_t>(t) * stride);
+  }
+  TileCtx c;
+  c.w = W.data;
+  c.w_stride = W.row_bytes();
+  c.act = act;
+  c.a_stride = stride;
+  c.cols = W.cols;
+  c.y = Y;
+  c.y_stride = W.rows;
+  run_tiles<K>(c, W.rows, n_tokens);
+}
+
+}  // namespace
+
+void matmul_q4_0(const WeightView& W, const float* X, int64_t n, float* Y) { run<UQ4_0>(W, X, n, Y); }
+void matmul_q4_1(const WeightView& W, const float* X, int64_t n, float* Y) { run<UQ4_1>(W, X, n, Y); }
+void matmul_q5_0(const WeightView& W, const float* X, int64_t n, float* Y) { run<UQ5_0>(W, X, n, Y); }
+void matmul_q5_1(const WeightView& W, const float* X, int64_t n, float* Y) { run<UQ5_1>(W, X, n, Y); }
+void matmul_q8_0(const WeightView& W, const float* X, int64_t n, float* Y) { run<UQ8_0>(W, X, n, Y); }
+
+}  // namespace snapkv::quant

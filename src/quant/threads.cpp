@@ -1,0 +1,17 @@
+// snapkv: the kernels' thread count (OpenMP).
+#include <fmt/format.h>
+#include <omp.h>
+
+#include "snapkv/error.h"
+#include "snapkv/quant.h"
+
+namespace snapkv {
+
+void set_num_threads(int n) {
+  if (n < 1) throw Error(fmt::format("set_num_threads: thread count {} must be >= 1", n));
+  omp_set_num_threads(n);
+}
+
+int num_threads() { return omp_get_max_threads(); }
+
+}  // namespace snapkv

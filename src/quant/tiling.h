@@ -1,0 +1,72 @@
+// snapkv: the blocking / threading skeleton shared by every matmul kernel.
+//
+// Y[t][r] = dot(W.row(r), X[t]) is computed by micro-kernels K::tile<R, T> that produce an
+// R-rows x T-tokens tile of Y, loading each weight block once per tile (register tiling).
+// Every (row, token) pair owns one accumulator and goes through exactly the same operations
+// in every tile shape, so a value does not depend on R, T, the token chunking or the thread
+// that computes it: results are bitwise identical across thread counts, and a decode call
+// (n_tokens == 1) gives exactly the row of a batched call.
+//
+// Blocking: tokens are processed in chunks whose quantized activations fit in L2; inside a
+// chunk, OpenMP threads take contiguous ranges of 32-row blocks (static schedule) and walk
+// their rows R at a time, each R-row weight tile (L1) serving all tokens of the chunk.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+namespace snapkv::quant {
+
+/// Everything a micro-kernel needs. Token t's activation row starts at act + t * a_stride
+/// (layout per kernel family, act_quant.h); Y[t][r] is y[t * y_stride + r].
+struct TileCtx {
+  const uint8_t* w = nullptr;  ///< row 0 of the weights
+  size_t w_stride = 0;         ///< bytes per weight row
+  const uint8_t* act = nullptr;
+  size_t a_stride = 0;
+  int64_t cols = 0;
+  float* y = nullptr;
+  int64_t y_stride = 0;
+};
+
+inline constexpr int64_t kRowBlock = 32;              ///< rows per scheduling unit (multiple of every kR)
+inline constexpr size_t kActChunkBytes = 192 * 1024;  ///< activation bytes per token chunk (L2-sized)
+inline constexpr double kSerialMacs = 1 << 16;        ///< below this many MACs stay single-threaded
+
+/// Runs K over the whole product. K provides kR, kT and template<int R, int T> tile(ctx, r0, t0).
+template <class K>
+void run_tiles(const TileCtx& c, int64_t rows, int64_t n_tokens) {
+  constexpr int R = K::kR;
+  constexpr int T = K::kT;
+  static_assert(kRowBlock % R == 0);
+  const int64_t n_items = (rows + kRowBlock - 1) / kRowBlock;
+  int64_t tc = static_cast<int64_t>(kActChunkBytes / std::max<size_t>(c.a_stride, 1));
+  tc = std::max<int64_t>(T, tc / T * T);
+  const bool par =
+      static_cast<double>(rows) * static_cast<double>(c.cols) * static_cast<double>(n_tokens) >= kSerialMacs;
+
+#pragma omp parallel if (par)
+  {
+    for (int64_t t_begin = 0; t_begin < n_tokens; t_begin += tc) {
+      const int64_t t_end = std::min(n_tokens, t_begin + tc);
+#pragma omp for schedule(static) nowait
+      for (int64_t it = 0; it < n_items; ++it) {
+        const int64_t r_end = std::min(rows, (it + 1) * kRowBlock);
+        int64_t r = it * kRowBlock;
+        for (; r + R <= r_end; r += R) {
+          int64_t t = t_begin;
+          for (; t + T <= t_end; t += T) K::template tile<R, T>(c, r, t);
+          for (; t < t_end; ++t) K::template tile<R, 1>(c, r, t);
+        }
+        for (; r < r_end; ++r) {
+          int64_t t = t_begin;
+          for (; t + T <= t_end; t += T) K::template tile<1, T>(c, r, t);
+          for (; t < t_end; ++t) K::template tile<1, 1>(c, r, t);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace snapkv::quant
