@@ -13,6 +13,7 @@
 #include <set>
 #include <vector>
 
+#include "snapkv/error.h"
 #include "snapkv/fp16.h"
 #include "snapkv/press.h"
 
