@@ -13,7 +13,15 @@
 #include <unordered_set>
 
 #include "snapkv/error.h"
+// clang 14's F16C _cvtss_sh macro expands to a compound literal (-Wc99-extensions under -Wpedantic).
+#if defined(__clang__)
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wc99-extensions"
+#endif
 #include "snapkv/fp16.h"
+#if defined(__clang__)
+#pragma clang diagnostic pop
+#endif
 
 namespace snapkv {
 

@@ -1,5 +1,6 @@
 // GGUFWriter -> GGUFFile round trips (every value type, nested arrays, tensors, alignment),
 // typed getters and their errors, open() on disk, and the Q8_0 quantizer.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -130,7 +131,9 @@ void check_full(const GGUFFile& g, uint32_t alignment) {
   // Metadata in insertion order (general.alignment first when written).
   const auto& md = g.metadata();
   const size_t first = alignment != 32 ? 1 : 0;
-  if (first == 1) EXPECT_EQ(md[0].first, "general.alignment");
+  if (first == 1) {
+    EXPECT_EQ(md[0].first, "general.alignment");
+  }
   EXPECT_EQ(md[first].first, "v.u8");
   EXPECT_EQ(md.back().first, "a.nested");
 
@@ -178,7 +181,9 @@ TEST(GGUFRoundTrip, CustomAlignments) {
     SCOPED_TRACE(a);
     const auto bytes = full_writer(a).to_bytes();
     const GGUFFile g = GGUFFile::from_memory(bytes);
-    if (a != 32) EXPECT_EQ(g.get_u64("general.alignment"), a);
+    if (a != 32) {
+      EXPECT_EQ(g.get_u64("general.alignment"), a);
+    }
     check_full(g, a);
   }
 }
@@ -316,6 +321,23 @@ TEST(Q8_0, MatchesTheGgmlReferenceFormula) {
   EXPECT_EQ(dh, 0u);
   for (int j = 0; j < 32; ++j) EXPECT_EQ(q[36 + j], 0u);
   EXPECT_NE(error_of([&] { quantize_q8_0(x.data(), 40); }).find("n=40"), std::string::npos);
+}
+
+TEST(Q8_0, BitExactWithGgufPy) {
+  // Reference bytes from gguf-py's Q8_0.quantize_blocks (bit-exact port of ggml's quantize_row_q8_0_ref)
+  // for x[k] = ((k * 37) % 101 - 50) / 7.3f, with x[64..79] scaled by 0.001f.
+  std::vector<float> x(96);
+  for (int k = 0; k < 96; ++k) {
+    x[k] = static_cast<float>((k * 37) % 101 - 50) / 7.3f;
+    if (k >= 64 && k < 80) x[k] *= 0.001f;
+  }
+  const std::string expect =
+      "e72a81df3d9af856b41270cd2b89e745a2005ebb1977d53390ee4caa0866c3217fdcc42a3c96f656b0106fca2984e3439efd5db71777d1"
+      "318beb4ba50565bf1f7fd93993a12a00000000000000000000000000000000ce3086e84aa10365bb1d7fd6388ef052";
+  const auto q = quantize_q8_0(x.data(), 96);
+  std::string hex;
+  for (uint8_t b : q) hex += fmt::format("{:02x}", b);
+  EXPECT_EQ(hex, expect);
 }
 
 }  // namespace

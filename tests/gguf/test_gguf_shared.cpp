@@ -227,7 +227,9 @@ TEST(GGUFShared, VocabOnlyFiles) {
     EXPECT_EQ(tokens[c.n_tokens / 2], c.middle);
     EXPECT_EQ(tokens.back(), c.last);
     EXPECT_EQ(g.get_i64_array("tokenizer.ggml.token_type").size(), c.n_tokens);
-    if (g.has("tokenizer.ggml.scores")) EXPECT_EQ(g.get_f32_array("tokenizer.ggml.scores").size(), c.n_tokens);
+    if (g.has("tokenizer.ggml.scores")) {
+      EXPECT_EQ(g.get_f32_array("tokenizer.ggml.scores").size(), c.n_tokens);
+    }
     if (c.n_merges == 0) {
       EXPECT_FALSE(g.has("tokenizer.ggml.merges"));
     } else {
