@@ -1,0 +1,251 @@
+#!/usr/bin/env python3
+"""SnapKV vs full KV cache: decode speed, KV memory and TTFT against prompt length.
+
+For each model (the Gemma 3 270M Q4_K_M, and a synthetic GGUF with SmolLM2-135M's
+shapes and random Q8_0 weights made by build/make_synthetic_gguf) and each prompt length
+(default 1K, 4K, 8K, 16K, 32K tokens; K = 1024), runs
+
+    build/snapkv run -m MODEL -f PROMPT -n 128 -t T --temp 0 --ignore-eos --json -c CTX --press none
+    build/snapkv run ... --press snapkv --budget 1024
+
+with the same thread count, and prints a Markdown table: TTFT, decode tokens/s,
+kv_cache_bytes, peak_kv_cache_bytes, the decode speedup snapkv / none, and a
+memory-bandwidth bound per row:
+
+    bytes per decoded token = weight bytes read per token + KV bytes held (kv_cache_bytes)
+    bound tokens/s          = read bandwidth / bytes per decoded token
+    achieved                = decode tokens/s / bound
+
+Weight bytes read per token: every tensor of the GGUF, except the token-embedding matrix
+when the model has a separate output matrix (then only one embedding row is read; with
+tied embeddings, as in Gemma, the whole matrix is read as the output projection).
+Read bandwidth: measured here with numpy (max-reduction of a 1 GiB float32 array split
+over T threads, best of 5), or given with --bandwidth-gbs.
+
+Prompts are prefixes of the GPL-3 text, repeated. For Gemma the length is exact
+(llama.cpp's tokenizer; also exactly what snapkv reports in n_prompt_tokens). For other
+models llama.cpp's tokenizer is tried, else `snapkv tokenize` (estimated above ~25K
+tokens); the table shows the n_prompt_tokens the engine reported. A prompt plus the
+generated tokens is capped at the model's training context (--no-cap to lift that; the
+synthetic model's weights are random, so its training context means nothing).
+
+Usage (from the repository root):
+    python3 bench/bench_kv.py                                  # everything: long (32K prefills)
+    python3 bench/bench_kv.py --models gemma --lengths 1K,4K   # a quick subset
+    python3 bench/bench_kv.py --bandwidth-gbs 35 --json-out kv.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+import benchlib as bl
+
+MODELS = ("gemma", "synthetic")
+SYNTH_LABEL = "synthetic (SmolLM2-135M shapes, random Q8_0)"
+
+
+def parse_args() -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description="SnapKV vs full KV cache: decode tok/s, KV bytes, TTFT")
+    ap.add_argument("--snapkv", type=pathlib.Path, default=bl.ROOT / "build" / "snapkv", help="snapkv CLI (default build/snapkv)")
+    ap.add_argument("-m", "--model", type=pathlib.Path, default=bl.default_model(), help="the Gemma GGUF")
+    ap.add_argument("--synthetic", type=pathlib.Path, default=None, help="synthetic GGUF (default: made with --make-synthetic)")
+    ap.add_argument("--make-synthetic", type=pathlib.Path, default=bl.ROOT / "build" / "make_synthetic_gguf")
+    ap.add_argument("--models", default="gemma,synthetic", help="comma list of: gemma, synthetic")
+    ap.add_argument("--lengths", default="1K,4K,8K,16K,32K", help="prompt lengths in tokens (K = 1024)")
+    ap.add_argument("-t", "--threads", type=int, default=2)
+    ap.add_argument("-n", "--n-gen", type=int, default=128)
+    ap.add_argument("--budget", type=int, default=1024, help="SnapKV budget (tokens kept per KV head)")
+    ap.add_argument("-r", "--reps", type=int, default=1, help="repetitions (medians of tok/s and TTFT)")
+    ap.add_argument("--kv-type", choices=["f16", "f32"], default=None, help="KV cache type (default: the engine's)")
+    ap.add_argument("--bandwidth-gbs", type=float, default=None, help="read bandwidth in GB/s (default: measure)")
+    ap.add_argument("--no-cap", action="store_true", help="do not cap prompt + n_gen at the training context")
+    ap.add_argument("--timeout", type=float, default=3600, help="seconds per engine run")
+    ap.add_argument("--text", type=pathlib.Path, default=None, help="prompt source text (default GPL-3)")
+    ap.add_argument("--json-out", type=pathlib.Path, default=None, help="also write every raw report here")
+    a = ap.parse_args()
+    a.model_list = [m for m in a.models.split(",") if m]
+    if not a.model_list or any(m not in MODELS for m in a.model_list):
+        bl.fail(f"--models takes a comma list of {', '.join(MODELS)}, got {a.models!r}")
+    try:
+        a.length_list = [parse_length(x) for x in a.lengths.split(",") if x]
+    except ValueError:
+        bl.fail(f"--lengths: expected e.g. 1K,4K,4096, got {a.lengths!r}")
+    if a.threads < 1 or a.n_gen < 2 or a.reps < 1 or a.budget < 1:
+        bl.fail("need --threads >= 1, --n-gen >= 2, --reps >= 1, --budget >= 1")
+    return a
+
+
+def parse_length(s: str) -> int:
+    s = s.strip().upper()
+    n = int(s[:-1]) * 1024 if s.endswith("K") else int(s)
+    if n < 2:
+        raise ValueError(s)
+    return n
+
+
+def measure_bandwidth(threads: int, n_bytes: int = 1 << 30, reps: int = 5) -> float:
+    """Read bandwidth in GB/s (1e9 B/s): threaded max-reduction over a float32 array."""
+    a = np.ones(n_bytes // 4, dtype=np.float32)
+    chunks = np.array_split(a, threads * 8)
+    best = float("inf")
+    with ThreadPoolExecutor(threads) as ex:
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            list(ex.map(lambda c: c.max(), chunks))
+            best = min(best, time.perf_counter() - t0)
+    return a.nbytes / best / 1e9
+
+
+def gguf_info(path: pathlib.Path) -> dict:
+    """Architecture, training context and weight bytes read per decoded token of a GGUF."""
+    from gguf import GGUFReader
+
+    r = GGUFReader(str(path))
+
+    def field(key: str):
+        f = r.fields.get(key)
+        if f is None:
+            return None
+        v = f.parts[f.data[0]]
+        return bytes(v).decode() if f.types and f.types[0].name == "STRING" else int(v[0])
+
+    arch = field("general.architecture")
+    sizes = {t.name: int(t.n_bytes) for t in r.tensors}
+    total = sum(sizes.values())
+    emb = sizes.get("token_embd.weight", 0)
+    tied = "output.weight" not in sizes
+    return {
+        "arch": arch,
+        "ctx_train": field(f"{arch}.context_length"),
+        "weights_bytes": total,
+        "weights_bytes_per_token": total if tied else total - emb,
+        "tied_output": tied,
+    }
+
+
+def make_synthetic(a: argparse.Namespace, tmp: pathlib.Path) -> pathlib.Path:
+    if a.synthetic is not None:
+        return bl.require_file(a.synthetic, "synthetic GGUF", "--synthetic")
+    tool = bl.require_file(a.make_synthetic, "make_synthetic_gguf", "build it, pass --synthetic FILE, or --models gemma")
+    out = tmp / "synthetic-smollm2-135m-q8_0.gguf"
+    r = subprocess.run([str(tool), "-o", str(out)], capture_output=True, text=True)
+    if r.returncode != 0 or not out.is_file():
+        bl.fail(f"{tool} -o {out} failed ({r.returncode}): {r.stderr.strip()[-2000:]}")
+    return out
+
+
+def counter_for(a: argparse.Namespace, key: str, model: pathlib.Path):
+    """(count function, exact?). Gemma: llama.cpp's tokenizer (the golden tests pin snapkv's to it;
+    `snapkv tokenize -p` cannot take 32K-token texts). Others: `snapkv tokenize` (the engine's own)."""
+    if key == "gemma":
+        try:
+            return bl.LlamaTokenCounter(model), True
+        except Exception:  # llama-cpp-python absent
+            pass
+    return bl.SnapkvTokenCounter(a.snapkv, model), False
+
+
+def main() -> None:
+    a = parse_args()
+    bl.require_file(a.snapkv, "snapkv CLI", "build it: scripts/build.sh, or pass --snapkv")
+    tmpdir = tempfile.TemporaryDirectory(prefix="snapkv-bench-kv-")
+    tmp = pathlib.Path(tmpdir.name)
+    models = {}
+    if "gemma" in a.model_list:
+        models["gemma"] = bl.require_file(a.model, "model", "run scripts/get-model.sh or pass -m")
+    if "synthetic" in a.model_list:
+        models["synthetic"] = make_synthetic(a, tmp)
+    source = bl.source_text(a.text)
+    bl.warn_if_busy(a.threads)
+    bw = a.bandwidth_gbs if a.bandwidth_gbs else measure_bandwidth(a.threads)
+    print(f"read bandwidth: {bw:.1f} GB/s ({'given' if a.bandwidth_gbs else 'measured'})", file=sys.stderr)
+
+    rows, raw = [], []
+    for key, path in models.items():
+        info = gguf_info(path)
+        label = "Gemma 3 270M Q4_K_M" if key == "gemma" else SYNTH_LABEL
+        count, exact = counter_for(a, key, path)
+        cap = (not a.no_cap) and info["ctx_train"] is not None
+        for want in a.length_list:
+            n = min(want, info["ctx_train"] - a.n_gen) if cap else want
+            if exact:
+                text, n_tok = bl.text_with_tokens(count, source, n)
+            else:
+                text, n_tok = bl.text_with_tokens_estimated(count, source, n)
+            prompt = tmp / f"{key}_{want}.txt"
+            prompt.write_text(text)
+            n_ctx = (n_tok if n_tok is not None else int(n * 1.05) + 8) + a.n_gen
+            if cap:
+                n_ctx = min(n_ctx, info["ctx_train"])
+            res = {}
+            for press in ("none", "snapkv"):
+                args = ["-m", path, "-f", prompt, "-n", a.n_gen, "-t", a.threads, "--temp", "0", "--ignore-eos",
+                        "-c", n_ctx, "--press", press]
+                if press == "snapkv":
+                    args += ["--budget", a.budget]
+                if a.kv_type:
+                    args += ["--kv-type", a.kv_type]
+                reports = []
+                try:
+                    for _ in range(a.reps):
+                        reports.append(bl.run_snapkv(a.snapkv, args, timeout=a.timeout, check=False))
+                        r = reports[-1]
+                        print(f"{key} {want:6d} {press:6s} prompt {r['n_prompt_tokens']} decode "
+                              f"{r['decode_tokens_per_s']:.1f} tok/s ttft {r['ttft_ms']:.0f} ms", file=sys.stderr, flush=True)
+                except bl.RunError as e:
+                    print(f"warning: {e}", file=sys.stderr)
+                    res[press] = None
+                    rows.append([label, f"{want} (error)", press] + ["-"] * 9)
+                    continue
+                raw.append({"model": key, "length": want, "press": press, "reports": reports})
+                res[press] = {
+                    "decode": bl.median([r["decode_tokens_per_s"] for r in reports]),
+                    "ttft": bl.median([r["ttft_ms"] for r in reports]),
+                    "r": reports[0],
+                }
+                r = reports[0]
+                per_token = info["weights_bytes_per_token"] + r["kv_cache_bytes"]
+                bound = bw * 1e9 / per_token
+                speedup = "1.00" if press == "none" else (
+                    f"{res['snapkv']['decode'] / res['none']['decode']:.2f}" if res.get("none") else "-")
+                capped = "*" if n < want else ""
+                rows.append([
+                    label, f"{r['n_prompt_tokens']}{capped}", press if press == "none" else f"snapkv {r.get('budget', a.budget)}",
+                    res[press]["ttft"], res[press]["decode"], speedup,
+                    f"{r['kv_cache_bytes'] / 2**20:.2f}", f"{r['peak_kv_cache_bytes'] / 2**20:.2f}",
+                    f"{per_token / 2**20:.1f}", bound, f"{100 * res[press]['decode'] / bound:.0f}%",
+                    f"{r.get('compression_ms', 0):.0f}" if press != "none" else "-",
+                ])
+
+    kv_types = sorted({x["reports"][0].get("kv_type", "?") for x in raw}) or ["?"]
+    print(f"## SnapKV vs full cache: {a.threads} threads, {a.n_gen} generated tokens, KV {'/'.join(kv_types)}, "
+          f"median of {a.reps}\n")
+    extra = {"snapkv binary": f"{a.snapkv} ({bl.snapkv_version(a.snapkv)})",
+             "read bandwidth": f"{bw:.1f} GB/s ({'given' if a.bandwidth_gbs else 'numpy, measured'})"}
+    print("\n".join(bl.header_lines(extra)) + "\n")
+    print(bl.md_table(
+        ["model", "prompt tokens", "press", "TTFT ms", "decode tok/s", "speedup vs none", "KV MiB", "peak KV MiB",
+         "MiB read/token", "bound tok/s", "achieved", "compression ms"],
+        rows,
+    ))
+    if any(str(r[1]).endswith("*") for r in rows):
+        print("\n\\* capped: prompt + generated tokens limited to the model's training context (--no-cap lifts it).")
+    print("\nMiB read/token = weight bytes read per decoded token + KV bytes held after the run; "
+          "bound = bandwidth / that; achieved = decode tok/s / bound.")
+    if a.json_out:
+        a.json_out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(a).items()}, "bandwidth_gbs": bw,
+                                          "results": raw}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""Side-by-side speed: snapkv vs llama.cpp on the same model, prompt tokens and threads.
+
+For each prompt length (default 512 and 4,096 tokens, BOS included; prefixes of the GPL-3
+text, repeated when needed) both engines prefill the same token ids and then generate
+--n-gen tokens greedily with EOS ignored, in fresh processes, alternating peers within
+each of --reps repetitions. Reported: medians of prefill tokens/s, decode tokens/s and
+time to first token, and the ratio snapkv / llama.cpp, as a Markdown table.
+
+  snapkv:    build/snapkv run -m MODEL -f PROMPT -n N -t T --temp 0 --ignore-eos --json
+             -c CTX --kv-type KV --press none   (its JSON timings)
+  llama.cpp: llama-cpp-python (bench/llamacpp_worker.py), n_batch = n_ubatch = 512,
+             flash_attn off, KV cache type KV; llama_perf_context timings.
+
+Both peers get the same thread count (-t), KV cache element type (--kv-type, default f16,
+llama.cpp's default) and context size (prompt + n_gen). The prompt text is cut so that
+llama.cpp's tokenizer gives exactly the wanted count; the script checks that `snapkv
+tokenize` yields the identical ids and that both runs report that prompt length.
+
+Usage (from the repository root):
+    python3 bench/bench_vs_llamacpp.py                 # 2 threads, 512 and 4096, 3 reps
+    python3 bench/bench_vs_llamacpp.py --llama-only    # llama.cpp half only
+    python3 bench/bench_vs_llamacpp.py -t 2 --prompt-tokens 512,4096 --n-gen 128 --reps 3 --json-out r.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+import tempfile
+
+import benchlib as bl
+
+
+def parse_args() -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description="snapkv vs llama.cpp: prefill and decode tokens/s")
+    ap.add_argument("--snapkv", type=pathlib.Path, default=bl.ROOT / "build" / "snapkv", help="snapkv CLI (default build/snapkv)")
+    ap.add_argument("-m", "--model", type=pathlib.Path, default=bl.default_model())
+    ap.add_argument("-t", "--threads", type=int, default=2)
+    ap.add_argument("--prompt-tokens", default="512,4096", help="comma list of prompt lengths in tokens (BOS included)")
+    ap.add_argument("-n", "--n-gen", type=int, default=128, help="generated tokens per run")
+    ap.add_argument("-r", "--reps", type=int, default=3, help="repetitions per peer; medians are reported")
+    ap.add_argument("--kv-type", choices=["f16", "f32"], default="f16", help="KV cache element type on both sides")
+    ap.add_argument("--text", type=pathlib.Path, default=None, help="prompt source text (default GPL-3)")
+    ap.add_argument("--llama-only", action="store_true", help="measure llama.cpp only (no snapkv binary needed)")
+    ap.add_argument("--allow-token-mismatch", action="store_true", help="continue when the peers tokenize differently")
+    ap.add_argument("--json-out", type=pathlib.Path, default=None, help="also write every raw measurement here")
+    a = ap.parse_args()
+    if a.threads < 1 or a.n_gen < 2 or a.reps < 1:
+        bl.fail("need --threads >= 1, --n-gen >= 2, --reps >= 1")
+    return a
+
+
+def check_prompt_ids(a: argparse.Namespace, counter: bl.LlamaTokenCounter, text: str, n: int) -> tuple[list[int], str]:
+    ids = counter.ids(text)
+    if len(ids) != n:
+        bl.fail(f"could not cut the text to exactly {n} tokens (got {len(ids)}); try another --text")
+    if a.llama_only:
+        return ids, "n/a"
+    try:
+        ours = bl.SnapkvTokenCounter(a.snapkv, a.model).ids(text)
+    except (RuntimeError, ValueError) as e:
+        return ids, f"unchecked ({e})"
+    if ours == ids:
+        return ids, "identical"
+    first = next((i for i, (x, y) in enumerate(zip(ours, ids)) if x != y), min(len(ours), len(ids)))
+    msg = f"token ids differ for the {n}-token prompt: snapkv {len(ours)} ids, llama.cpp {len(ids)}, first difference at {first}"
+    if not a.allow_token_mismatch:
+        bl.fail(msg + " (--allow-token-mismatch to continue)")
+    print(f"warning: {msg}", file=sys.stderr)
+    return ids, "DIFFERENT"
+
+
+def main() -> None:
+    a = parse_args()
+    bl.require_file(a.model, "model", "run scripts/get-model.sh or pass -m")
+    if not a.llama_only:
+        bl.require_file(a.snapkv, "snapkv CLI", "build it: scripts/build.sh, or pass --snapkv / --llama-only")
+    vers = bl.llama_cpp_versions()
+    if vers["llama_cpp_python"] is None:
+        bl.fail("llama-cpp-python is not installed (pip install llama-cpp-python==0.3.16)")
+    lengths = [int(x) for x in a.prompt_tokens.split(",") if x]
+    counter = bl.LlamaTokenCounter(a.model)
+    source = bl.source_text(a.text)
+    bl.warn_if_busy(a.threads)
+
+    tmp = tempfile.TemporaryDirectory(prefix="snapkv-bench-")
+    prompts = {}
+    for n in lengths:
+        text, _ = bl.text_with_tokens(counter, source, n)
+        ids, check = check_prompt_ids(a, counter, text, n)
+        path = pathlib.Path(tmp.name) / f"prompt_{n}.txt"
+        path.write_text(text)
+        prompts[n] = {"file": path, "ids": ids, "tokenizer_check": check}
+
+    raw: dict[int, dict[str, list[dict]]] = {n: {"snapkv": [], "llama.cpp": []} for n in lengths}
+    for rep in range(a.reps):
+        for n in lengths:
+            n_ctx = n + a.n_gen
+            order = ["snapkv", "llama.cpp"] if rep % 2 == 0 else ["llama.cpp", "snapkv"]
+            for peer in order:
+                if peer == "snapkv":
+                    if a.llama_only:
+                        continue
+                    r = bl.run_snapkv(
+                        a.snapkv,
+                        ["-m", a.model, "-f", prompts[n]["file"], "-n", a.n_gen, "-t", a.threads, "--temp", "0",
+                         "--ignore-eos", "-c", n_ctx, "--kv-type", a.kv_type, "--press", "none"],
+                    )
+                else:
+                    r = bl.run_llamacpp(
+                        {"model": str(a.model), "token_ids": prompts[n]["ids"], "n_gen": a.n_gen, "threads": a.threads,
+                         "n_ctx": n_ctx, "kv_type": a.kv_type, "n_batch": 512, "n_ubatch": 512}
+                    )
+                if r["n_prompt_tokens"] != n:
+                    bl.fail(f"{peer} reports {r['n_prompt_tokens']} prompt tokens, expected {n}")
+                if r["n_generated_tokens"] != a.n_gen:
+                    bl.fail(f"{peer} generated {r['n_generated_tokens']} tokens, expected {a.n_gen}")
+                raw[n][peer].append(r)
+                print(
+                    f"rep {rep + 1}/{a.reps} {n:6d} tok {peer:9s} prefill {r['prefill_tokens_per_s']:8.1f} tok/s  "
+                    f"decode {r['decode_tokens_per_s']:7.1f} tok/s",
+                    file=sys.stderr,
+                    flush=True,
+                )
+
+    def med(n: int, peer: str, key: str) -> float:
+        return bl.median([r[key] for r in raw[n][peer]])
+
+    rows = []
+    for n in lengths:
+        lp, ld, lt = (med(n, "llama.cpp", k) for k in ("prefill_tokens_per_s", "decode_tokens_per_s", "ttft_ms"))
+        if a.llama_only:
+            rows.append([n, "-", lp, "-", "-", ld, "-", "-", lt, "-"])
+            continue
+        op, od, ot = (med(n, "snapkv", k) for k in ("prefill_tokens_per_s", "decode_tokens_per_s", "ttft_ms"))
+        ours_ids, theirs_ids = raw[n]["snapkv"][0]["generated_token_ids"], raw[n]["llama.cpp"][0]["generated_token_ids"]
+        agree = next((i for i, (x, y) in enumerate(zip(ours_ids, theirs_ids)) if x != y), min(len(ours_ids), len(theirs_ids)))
+        rows.append([n, op, lp, f"{op / lp:.2f}", od, ld, f"{od / ld:.2f}", ot, lt, f"{agree}/{a.n_gen} ({prompts[n]['tokenizer_check']})"])
+
+    print(f"## snapkv vs llama.cpp: {a.model.name}, {a.threads} threads, KV {a.kv_type}, {a.n_gen} generated tokens, median of {a.reps}\n")
+    extra = {"llama-cpp-python": f"{vers['llama_cpp_python']} (ggml {vers['ggml_commit']})", "model": a.model.name}
+    if not a.llama_only:
+        extra["snapkv binary"] = f"{a.snapkv} ({bl.snapkv_version(a.snapkv)})"
+    print("\n".join(bl.header_lines(extra)) + "\n")
+    print(
+        bl.md_table(
+            ["prompt tokens", "prefill tok/s snapkv", "prefill tok/s llama.cpp", "ratio", "decode tok/s snapkv",
+             "decode tok/s llama.cpp", "ratio", "TTFT ms snapkv", "TTFT ms llama.cpp", "greedy tokens equal (prompt ids)"],
+            rows,
+        )
+    )
+    print(
+        "\nratio = snapkv / llama.cpp (> 1: snapkv faster). Decode tok/s = (n_gen - 1) single-token "
+        "steps / their time; TTFT includes prefill. llama.cpp timings: llama_perf_context."
+    )
+    if a.json_out:
+        a.json_out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(a).items()}, "results": raw}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

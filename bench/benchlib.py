@@ -1,0 +1,287 @@
+"""Shared helpers of the Python benchmark drivers in bench/ (not a benchmark itself).
+
+- where things are: the snapkv CLI (build/snapkv), the cached Gemma model;
+- the machine and versions, for the report header;
+- prompts with an exact token count (whole-text prefixes of the GPL-3, repeated as needed);
+- running `snapkv run --json` and the llama.cpp worker (llamacpp_worker.py), each in a
+  fresh process; medians and Markdown tables.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import platform
+import statistics
+import subprocess
+import sys
+from typing import Callable, Sequence
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
+MODEL_NAME = "gemma-3-270m-q4_k_m.gguf"
+GPL3 = pathlib.Path("/usr/share/common-licenses/GPL-3")
+GOLDEN = ROOT / "tests" / "data" / "gemma3-270m" / "kv_f16" / "golden.json"
+# `snapkv tokenize -p TEXT`: one argv string is limited to 128 KiB on Linux.
+MAX_ARG_BYTES = 120_000
+
+
+def fail(msg: str, code: int = 2) -> None:
+    """Prints `<script>: error: msg` on stderr and exits with `code`."""
+    print(f"{pathlib.Path(sys.argv[0]).name}: error: {msg}", file=sys.stderr)
+    sys.exit(code)
+
+
+def default_model() -> pathlib.Path:
+    cache = os.environ.get("SNAPKV_MODELS") or str(pathlib.Path.home() / ".cache" / "snapkv" / "models")
+    return pathlib.Path(cache) / MODEL_NAME
+
+
+def require_file(path: pathlib.Path, what: str, hint: str) -> pathlib.Path:
+    if not path.is_file():
+        fail(f"{what} not found: {path} ({hint})")
+    return path
+
+
+def machine_info() -> dict:
+    """CPU model, logical CPUs, physical cores, memory, OS, Python."""
+    cpu, cores = platform.processor() or "?", set()
+    phys, core = None, None
+    try:
+        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+            k, _, v = line.partition(":")
+            k, v = k.strip(), v.strip()
+            if k == "model name":
+                cpu = v
+            elif k == "physical id":
+                phys = v
+            elif k == "core id":
+                core = v
+            elif not line.strip() and core is not None:
+                cores.add((phys, core))
+                core = None
+        if core is not None:
+            cores.add((phys, core))
+    except OSError:
+        pass
+    mem = "?"
+    try:
+        for line in pathlib.Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
+    except OSError:
+        pass
+    return {
+        "cpu": cpu,
+        "logical_cpus": os.cpu_count(),
+        "physical_cores": len(cores) or None,
+        "memory": mem,
+        "os": f"{platform.system()} {platform.release()}",
+        "python": platform.python_version(),
+    }
+
+
+def git_rev() -> str:
+    try:
+        r = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True, text=True)
+        return r.stdout.strip() or "?"
+    except OSError:
+        return "?"
+
+
+def snapkv_version(binary: pathlib.Path) -> str:
+    try:
+        r = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=30)
+        return (r.stdout.strip() or r.stderr.strip() or "?").splitlines()[0]
+    except (OSError, subprocess.TimeoutExpired):
+        return "?"
+
+
+def llama_cpp_versions() -> dict:
+    """llama-cpp-python version and the ggml commit it was built from (None when absent)."""
+    try:
+        import ctypes
+
+        import llama_cpp
+    except ImportError:
+        return {"llama_cpp_python": None, "ggml_commit": None}
+    commit = None
+    try:
+        f = ctypes.CDLL(str(pathlib.Path(llama_cpp.__file__).parent / "lib" / "libggml-base.so")).ggml_commit
+        f.restype = ctypes.c_char_p
+        commit = f().decode()
+    except (OSError, AttributeError):
+        pass
+    return {"llama_cpp_python": llama_cpp.__version__, "ggml_commit": commit}
+
+
+def warn_if_busy(threads: int) -> None:
+    """Warns on stderr when other work already occupies the CPUs the benchmark will use."""
+    load = os.getloadavg()[0]
+    free = (os.cpu_count() or 1) - load
+    if free < threads:
+        print(f"warning: load average {load:.2f} on {os.cpu_count()} CPUs: fewer than {threads} idle; "
+              "timings will be noisy", file=sys.stderr)
+
+
+def header_lines(extra: dict) -> list[str]:
+    """Markdown bullet lines describing machine and versions."""
+    m = machine_info()
+    lines = [
+        f"- CPU: {m['cpu']} ({m['logical_cpus']} logical CPUs, {m['physical_cores']} physical cores), memory {m['memory']}",
+        f"- OS: {m['os']}, Python {m['python']}",
+        f"- snapkv: git {git_rev()}",
+        "- load average (1/5/15 min) at report time: " + " / ".join(f"{x:.2f}" for x in os.getloadavg()),
+    ]
+    lines += [f"- {k}: {v}" for k, v in extra.items()]
+    return lines
+
+
+def source_text(path: pathlib.Path | None) -> str:
+    """Benchmark prompt source: `path`, else the GPL-3, else the golden data's GPL-3 prefix."""
+    if path is not None:
+        return require_file(path, "text file", "--text").read_text()
+    if GPL3.is_file():
+        return GPL3.read_text()
+    if GOLDEN.is_file():
+        for p in json.loads(GOLDEN.read_text())["prompts"]:
+            if p["name"] == "gpl3_long":
+                return p["text"]
+    fail(f"no prompt text: neither {GPL3} nor {GOLDEN} exists (pass --text FILE)")
+    return ""
+
+
+def repeated(text: str, n_chars: int) -> str:
+    """`text` repeated (separated by a blank line) until it has at least n_chars characters."""
+    out = text
+    while len(out) < n_chars:
+        out += "\n\n" + text
+    return out
+
+
+class LlamaTokenCounter:
+    """Token counts (BOS included) with llama.cpp's tokenizer of `model` (vocab only)."""
+
+    def __init__(self, model: pathlib.Path):
+        import llama_cpp
+
+        self._llm = llama_cpp.Llama(str(model), vocab_only=True, verbose=False)
+
+    def ids(self, text: str) -> list[int]:
+        return self._llm.tokenize(text.encode(), add_bos=True, special=False)
+
+    def __call__(self, text: str) -> int:
+        return len(self.ids(text))
+
+
+class SnapkvTokenCounter:
+    """Token counts (BOS included) with `snapkv tokenize`; texts up to MAX_ARG_BYTES only."""
+
+    def __init__(self, binary: pathlib.Path, model: pathlib.Path):
+        self.binary, self.model = binary, model
+
+    def ids(self, text: str) -> list[int]:
+        if len(text.encode()) > MAX_ARG_BYTES:
+            raise ValueError("text too long for `snapkv tokenize -p`")
+        r = subprocess.run(
+            [str(self.binary), "tokenize", "-m", str(self.model), "-p", text, "--json"],
+            capture_output=True,
+            text=True,
+        )
+        if r.returncode != 0:
+            raise RuntimeError(f"snapkv tokenize failed: {r.stderr.strip()}")
+        return json.loads(r.stdout)["ids"]
+
+    def __call__(self, text: str) -> int:
+        return len(self.ids(text))
+
+
+def text_with_tokens(count: Callable[[str], int], source: str, n_tokens: int) -> tuple[str, int]:
+    """The shortest character prefix of `source` (repeated as needed) with >= n_tokens tokens.
+
+    Binary search on the prefix length; returns (text, its token count), which equals
+    n_tokens unless a merge swallows the boundary (then it is n_tokens + 1 at most, in practice).
+    """
+    size = n_tokens  # grow the candidate prefix until it is long enough
+    big = repeated(source, size)[:size]
+    while count(big) < n_tokens:
+        if size > 64 * n_tokens + 1_000_000:
+            fail(f"could not build a prompt of {n_tokens} tokens from the source text")
+        size *= 2
+        big = repeated(source, size)[:size]
+    lo, hi = size // 2 if size > n_tokens else 1, size
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if count(big[:mid]) >= n_tokens:
+            hi = mid
+        else:
+            lo = mid + 1
+    text = big[:lo]
+    return text, count(text)
+
+
+def text_with_tokens_estimated(counter: SnapkvTokenCounter, source: str, n_tokens: int) -> tuple[str, int | None]:
+    """Like text_with_tokens, but for counters limited to short texts: exact when the text fits
+    MAX_ARG_BYTES, else extrapolated from the chars/token ratio of a prefix (count None)."""
+    try:
+        return text_with_tokens(counter, source, n_tokens)
+    except ValueError:
+        pass
+    sample = repeated(source, MAX_ARG_BYTES)[: MAX_ARG_BYTES // 2]
+    chars_per_token = len(sample) / counter(sample)
+    return repeated(source, int(n_tokens * chars_per_token) + 1)[: int(n_tokens * chars_per_token)], None
+
+
+class RunError(RuntimeError):
+    """A `snapkv run` that failed (non-zero exit, timeout or no JSON report)."""
+
+
+def run_snapkv(binary: pathlib.Path, args: Sequence[str], timeout: float = 3600, check: bool = True) -> dict:
+    """Runs `snapkv run ... --json` and returns the parsed report.
+
+    On failure: exits with a message (check=True) or raises RunError (check=False).
+    """
+    cmd = [str(binary), "run", *map(str, args), "--json"]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        if r.returncode != 0:
+            raise RunError(f"snapkv exited with {r.returncode}: {' '.join(cmd)}\n{r.stderr.strip()[-2000:]}")
+        lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+        if not lines:
+            raise RunError(f"no JSON report from: {' '.join(cmd)}\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
+        return json.loads(lines[-1])
+    except subprocess.TimeoutExpired:
+        err = RunError(f"timed out after {timeout:.0f} s: {' '.join(cmd)}")
+    except RunError as e:
+        err = e
+    if check:
+        fail(str(err))
+    raise err
+
+
+def run_llamacpp(request: dict, timeout: float = 3600) -> dict:
+    """Runs one llama.cpp measurement in a fresh process (llamacpp_worker.py)."""
+    cmd = [sys.executable, str(BENCH / "llamacpp_worker.py")]
+    try:
+        r = subprocess.run(cmd, input=json.dumps(request), capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        fail(f"llama.cpp worker timed out after {timeout:.0f} s")
+    if r.returncode != 0:
+        fail(f"llama.cpp worker exited with {r.returncode}:\n{r.stderr.strip()[-3000:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def median(xs: Sequence[float]) -> float:
+    return statistics.median(xs) if xs else float("nan")
+
+
+def md_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A Markdown table; floats are printed with 1 decimal unless already strings."""
+
+    def cell(x: object) -> str:
+        return f"{x:.1f}" if isinstance(x, float) else str(x)
+
+    out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    out += ["| " + " | ".join(cell(x) for x in r) + " |" for r in rows]
+    return "\n".join(out)
