@@ -125,7 +125,7 @@ void row_block(const float* const* q, int nh, int64_t r0, int64_t r1, int64_t fi
   {
     std::vector<float> kt(static_cast<size_t>(kChunk * d)), tmp(static_cast<size_t>(kChunk * d));
     alignas(64) float acc[kRowTile][kChunk];
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 4)
     for (int64_t c = 0; c < nc; ++c) {
       const int64_t j0 = c * kChunk;
       load_keys_transposed(keys, j0, nk, kt.data(), tmp.data());
@@ -140,36 +140,38 @@ void row_block(const float* const* q, int nh, int64_t r0, int64_t r1, int64_t fi
           const int64_t valid = std::min(kChunk, last_key(b) - j0 + 1);
           if (valid <= 0) {
             for (int64_t t = 0; t < kChunk; ++t) eb[t] = 0.0f;
-            m[b * nc + c] = neg_inf;
-            s[b * nc + c] = 0.0f;
+            m[c * nb + b] = neg_inf;
+            s[c * nb + b] = 0.0f;
             continue;
           }
           for (int64_t t = valid; t < kChunk; ++t) acc[u][t] = neg_inf;  // causal mask: exp -> 0
           const float mx = max_chunk(acc[u]);
-          m[b * nc + c] = mx;
-          s[b * nc + c] = exp_sum_chunk(acc[u], mx, eb);
+          m[c * nb + b] = mx;
+          s[c * nb + b] = exp_sum_chunk(acc[u], mx, eb);
         }
       }
     }
   }
 
-  // Combine the chunk-local softmax statistics: s[b][c] becomes the factor f that turns chunk
-  // c of e[b] into probabilities.
+  // Combine the chunk-local softmax statistics (m and s are [chunk][row] so that threads working
+  // on different chunks write apart): w_c = e^(m_c - M), S = sum_c s_c w_c, and s_c becomes the
+  // factor w_c / S that turns chunk c of e[b] into probabilities.
+  std::vector<float> w(static_cast<size_t>(nc));
   for (int64_t b = 0; b < nb; ++b) {
-    float* mb = m.data() + b * nc;
-    float* sb = s.data() + b * nc;
     float mx = neg_inf;
-    for (int64_t c = 0; c < nc; ++c) mx = std::max(mx, mb[c]);
+    for (int64_t c = 0; c < nc; ++c) mx = std::max(mx, m[c * nb + b]);
     double total = 0.0;
-    for (int64_t c = 0; c < nc; ++c)
-      if (sb[c] > 0.0f) total += static_cast<double>(sb[c]) * std::exp(static_cast<double>(mb[c]) - mx);
-    for (int64_t c = 0; c < nc; ++c)
-      sb[c] = sb[c] > 0.0f ? static_cast<float>(std::exp(static_cast<double>(mb[c]) - mx) / total) : 0.0f;
+    for (int64_t c = 0; c < nc; ++c) {
+      w[c] = exp_neg(m[c * nb + b] - mx);  // 0 for chunks the row does not see (m = -inf)
+      total += static_cast<double>(s[c * nb + b]) * w[c];
+    }
+    const double inv = 1.0 / total;
+    for (int64_t c = 0; c < nc; ++c) s[c * nb + b] = static_cast<float>(w[c] * inv);
   }
 
   const int64_t n_out_blk = std::min(n_out, nk);  // later columns: no row of this block sees them
   const int64_t nco = (n_out_blk + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (nco > 1 && nb * n_out_blk * 16 >= kMinParallelWork)
+#pragma omp parallel for schedule(dynamic, 4) if (nco > 1 && nb * n_out_blk * 16 >= kMinParallelWork)
   for (int64_t c = 0; c < nco; ++c) {
     const int64_t j0 = c * kChunk;
     const int64_t cnt = std::min(kChunk, n_out_blk - j0);
@@ -177,7 +179,7 @@ void row_block(const float* const* q, int nh, int64_t r0, int64_t r1, int64_t fi
       alignas(64) float acc[kChunk] = {};
       for (int64_t r = 0; r < nr; ++r) {
         const int64_t b = hh * nr + r;
-        const float f = s[b * nc + c];
+        const float f = s[c * nb + b];
         if (f == 0.0f) continue;
         const float* eb = e.get() + b * stride + j0;
         for (int64_t t = 0; t < kChunk; ++t) acc[t] += f * eb[t];
