@@ -174,6 +174,16 @@ class LlamaTokenCounter:
     def __call__(self, text: str) -> int:
         return len(self.ids(text))
 
+    def token_prefix(self, source: str, n_tokens: int) -> str | None:
+        """The text of the first n_tokens tokens (BOS included) of `source` repeated, if it
+        re-tokenizes to exactly those ids (a prompt that ends on a token boundary), else None."""
+        big = repeated(source, 16 * n_tokens)
+        ids = self.ids(big)
+        if len(ids) < n_tokens:
+            return None
+        text = self._llm.detokenize(ids[1:n_tokens]).decode("utf-8", errors="strict")
+        return text if self.ids(text) == ids[:n_tokens] else None
+
 
 class SnapkvTokenCounter:
     """Token counts (BOS included) with `snapkv tokenize`; texts up to MAX_ARG_BYTES only."""
@@ -202,7 +212,16 @@ def text_with_tokens(count: Callable[[str], int], source: str, n_tokens: int) ->
 
     Binary search on the prefix length; returns (text, its token count), which equals
     n_tokens unless a merge swallows the boundary (then it is n_tokens + 1 at most, in practice).
+    A counter with `token_prefix` (llama.cpp's) first tries a cut at a token boundary, so the
+    prompt does not end inside a word.
     """
+    if hasattr(count, "token_prefix"):
+        try:
+            text = count.token_prefix(source, n_tokens)
+        except UnicodeDecodeError:
+            text = None
+        if text is not None:
+            return text, n_tokens
     size = n_tokens  # grow the candidate prefix until it is long enough
     big = repeated(source, size)[:size]
     while count(big) < n_tokens:
