@@ -81,10 +81,12 @@ TEST(PressConfig, Capacity) {
   EXPECT_EQ(press_capacity(cfg("snapkv", 100), 1000), 100);
   EXPECT_EQ(press_capacity(cfg("snapkv", 100), 20), 100);        // L <= C: no compression
   EXPECT_EQ(press_capacity(cfg("snapkv", 0, 0.75), 1000), 250);  // 1000 - floor(750)
-  EXPECT_EQ(press_capacity(cfg("snapkv", 0, 0.3), 7), 32);       // never below the window
+  // A ratio leaving fewer than the window (+ sinks) is an error, never a silent clamp.
+  expect_error([] { press_capacity(cfg("snapkv", 0, 0.3), 7); }, {"--compression-ratio 0.3", "--window 32"});
   EXPECT_EQ(press_capacity(cfg("snapkv", 0, 0.3), 1001), 1001 - 300);
   EXPECT_EQ(press_capacity(cfg("snapkv", 0, 0.0), 500), 500);
-  EXPECT_EQ(press_capacity(cfg("streamingllm", 0, 0.99), 1000), 36);  // window + sinks
+  expect_error([] { press_capacity(cfg("streamingllm", 0, 0.99), 1000); }, {"--sinks 4"});
+  EXPECT_EQ(press_capacity(cfg("streamingllm", 0, 0.96), 1000), 40);
   EXPECT_EQ(press_capacity(cfg("none"), 1234), 1234);
   expect_error([] { press_capacity(cfg("snapkv", 0, 2.0), 100); }, {"--compression-ratio"});
   expect_error([] { press_capacity(cfg("snapkv", 64), -1); }, {"n_tokens", "-1"});

@@ -86,9 +86,17 @@ int64_t press_capacity(const PressConfig& cfg, int64_t n_tokens) {
   if (cfg.name == "none") return n_tokens;
   int64_t cap = cfg.budget;
   if (!budget_set(cfg)) {
-    // kvpress convention: remove floor(L * ratio) positions; never below the window (+ sinks).
+    // kvpress convention: remove floor(L * ratio) positions. A ratio that would leave fewer
+    // than the window (+ sinks) is an error, exactly like a --budget below the window: the
+    // window is never silently evicted nor the ratio silently weakened.
     cap = n_tokens - static_cast<int64_t>(std::floor(static_cast<double>(n_tokens) * cfg.compression_ratio));
-    cap = std::max(cap, min_keep(cfg));
+    if (n_tokens > cap && cap < min_keep(cfg)) {
+      throw Error(fmt::format(
+          "press {}: --compression-ratio {} leaves {} of {} prompt tokens per KV head, fewer than the --window {}{} "
+          "that is always kept (use a smaller ratio or window)",
+          cfg.name, cfg.compression_ratio, cap, n_tokens, cfg.window,
+          cfg.name == "streamingllm" ? fmt::format(" + --sinks {}", cfg.sinks) : std::string()));
+    }
   }
   if (n_tokens > cap && cfg.window >= n_tokens)
     throw Error(fmt::format("press {}: --window {} must be smaller than the prompt ({} tokens) to compress it to {}",
