@@ -60,11 +60,11 @@ inline float abs_max(const float* x, int n) {
 
 void quantize_q8_row(const float* x, int64_t cols, int offset, bool with_sum, uint8_t* out) {
   const int64_t nb = cols / 32;
-  auto* dv = reinterpret_cast<float*>(out + q8_d_offset(cols));
   auto* sv = reinterpret_cast<float*>(out + q8_s_offset(cols));
+  if (nb % 2 != 0) std::memset(out + q8_block_offset(nb - 1), 0, kQ8Pair);  // the missing block nb reads as 0
   for (int64_t b = 0; b < nb; ++b) {
     const float* xb = x + b * 32;
-    uint8_t* blk = out + b * kQ8Block;
+    uint8_t* blk = out + q8_block_offset(b);
     auto* qs = reinterpret_cast<int8_t*>(blk);
     const float amax = abs_max(xb, 32);
     const float d = amax / 127.0f;
@@ -88,8 +88,9 @@ void quantize_q8_row(const float* x, int64_t cols, int offset, bool with_sum, ui
       sum += g;
     }
 #endif
-    std::memcpy(blk + 32, corr, sizeof(corr));
-    dv[b] = round_f16(d);
+    std::memcpy(blk + kQ8Corr, corr, sizeof(corr));
+    const float dr = round_f16(d);
+    for (int i = 0; i < 8; ++i) std::memcpy(blk + kQ8Dv + 4 * i, &dr, 4);
     sv[b] = with_sum ? round_f16(d * static_cast<float>(sum)) : 0.0f;
   }
 }

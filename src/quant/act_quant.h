@@ -3,10 +3,13 @@
 // Q8_0 (for Q4_0, Q5_0, Q8_0), Q8_1 (Q4_1, Q5_1), Q8_K (K-quants), F16 (F16), BF16 (BF16).
 // snapkv keeps the same numbers but lays them out for its SIMD kernels:
 //
-// Q8 row (one token, nb = cols / 32 blocks), kQ8Block bytes per block then two float arrays:
-//   block b : i8 qs[32] | i32 corr[8]        corr[i] = -offset * (qs[4i] + .. + qs[4i+3])
-//   d[nb]   : f32, the block scale rounded through f16 (as ggml stores it)
-//   s[nb]   : f32, f16(d_unrounded * sum(qs)) (the Q8_1 `s`; 0 unless requested)
+// Q8 row (one token, nb = cols / 32 blocks), stored by pairs of blocks (2p, 2p+1) so that an
+// AVX-512 register holds two blocks; each pair takes kQ8Pair = 192 bytes:
+//   i8  qs[2][32]   @0     the quants of block 2p, then block 2p+1
+//   i32 corr[2][8]  @64    corr[i] = -offset * (qs[4i] + .. + qs[4i+3])
+//   f32 dv[2][8]    @128   the block scale (rounded through f16, as ggml stores it), 8 times
+// then f32 s[nb]: f16(d * sum(qs)) per block (the Q8_1 `s`; 0 unless requested). When nb is
+// odd the second half of the last pair is all zeros.
 // `offset` is the constant the weight kernel adds to make its quants unsigned (128 for Q8_0
 // with VNNI, 16 for Q5_0, 8 for Q4_0, 0 otherwise) so that dpbusd(corr, u, qs) is the exact
 // signed dot product.
@@ -21,7 +24,9 @@
 
 namespace snapkv::quant {
 
-inline constexpr size_t kQ8Block = 64;
+inline constexpr size_t kQ8Pair = 192;
+inline constexpr size_t kQ8Corr = 64;
+inline constexpr size_t kQ8Dv = 128;
 inline constexpr size_t kQ8KBlock = 320;
 inline constexpr size_t kQ8KBsum16 = 256;
 inline constexpr size_t kQ8KBsum32 = 288;
@@ -29,14 +34,17 @@ inline constexpr size_t kQ8KD = 304;
 
 inline size_t round_up64(size_t n) { return (n + 63) / 64 * 64; }
 
+inline size_t q8_pairs(int64_t cols) { return static_cast<size_t>((cols / 32 + 1) / 2); }
 /// Bytes of one token's Q8 row for `cols` (a multiple of 32).
 inline size_t q8_row_stride(int64_t cols) {
-  const auto nb = static_cast<size_t>(cols / 32);
-  return round_up64(nb * kQ8Block + 2 * nb * sizeof(float));
+  return round_up64(q8_pairs(cols) * kQ8Pair + static_cast<size_t>(cols / 32) * sizeof(float));
 }
-/// Offsets of the d and s arrays inside a Q8 row.
-inline size_t q8_d_offset(int64_t cols) { return static_cast<size_t>(cols / 32) * kQ8Block; }
-inline size_t q8_s_offset(int64_t cols) { return q8_d_offset(cols) + static_cast<size_t>(cols / 32) * sizeof(float); }
+/// Offset of the s array inside a Q8 row.
+inline size_t q8_s_offset(int64_t cols) { return q8_pairs(cols) * kQ8Pair; }
+/// Offset of block b's quants inside a Q8 row (its corr and dv are kQ8Corr / kQ8Dv further).
+inline size_t q8_block_offset(int64_t b) {
+  return static_cast<size_t>(b >> 1) * kQ8Pair + static_cast<size_t>(b & 1) * 32;
+}
 
 /// Bytes of one token's Q8_K row for `cols` (a multiple of 256).
 inline size_t q8k_row_stride(int64_t cols) { return static_cast<size_t>(cols / 256) * kQ8KBlock; }

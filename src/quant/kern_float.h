@@ -18,6 +18,7 @@ template <FKind kKind>
 struct KFloat {
   static constexpr int kEsz = kKind == FKind::F32 ? 4 : 2;  ///< bytes per weight element
   static constexpr int kR = 4;
+  static constexpr int kRDecode = 1;
 #if defined(SNAPKV_AVX512F)
   static constexpr int kT = 4;
   static constexpr int kW = 16;

@@ -31,6 +31,7 @@ inline void decode_k4_scales_u64(const uint8_t* q, uint64_t* sc, uint64_t* mn) {
 template <bool kFive>  // false: Q4_K, true: Q5_K
 struct KQ45K {
   static constexpr int kR = 4;
+  static constexpr int kRDecode = 1;
   static constexpr int kT = 4;
   static constexpr int kBytes = kFive ? kQ5_KBytes : kQ4_KBytes;
   static constexpr int kQs = kFive ? kQ5_KQs : kQ4_KQs;
@@ -163,6 +164,7 @@ struct KQ45K {
 
 struct KQ6K {
   static constexpr int kR = 4;
+  static constexpr int kRDecode = 1;
   static constexpr int kT = 4;
 
   template <int R, int T>

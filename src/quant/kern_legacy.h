@@ -19,6 +19,31 @@ namespace snapkv::quant {
 // d(), m(): scales. u(): 32 unsigned quants (SIMD). v(): 32 signed values whose dot product
 // with q_x is the block's isum (scalar path).
 
+#if defined(SNAPKV_VNNI)
+/// Two 16-byte nibble arrays (blocks b and b+1) -> 64 bytes: low then high nibbles of each.
+SNAPKV_INLINE __m512i unpack_nibbles16x2(const uint8_t* p0, const uint8_t* p1) {
+  const __m256i y =
+      _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p0))),
+                              _mm_loadu_si128(reinterpret_cast<const __m128i*>(p1)), 1);
+  const __m512i z = _mm512_castsi256_si512(y);
+  const __m512i dup = _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(1, 1, 0, 0));  // 128-bit lanes q0 q0 q1 q1
+  const __m512i sh = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4);
+  return _mm512_and_si512(_mm512_srlv_epi64(dup, sh), _mm512_set1_epi8(0x0F));
+}
+/// The f16 scales at p0 and p1 as 8 + 8 float lanes.
+SNAPKV_INLINE __m512 scales_f16x2(const uint8_t* p0, const uint8_t* p1) {
+  const __m256i h0 = _mm256_set1_epi16(static_cast<short>(load_u16(p0)));
+  const __m256i h = _mm256_mask_set1_epi16(h0, 0xFF00, static_cast<short>(load_u16(p1)));
+  return _mm512_cvtph_ps(h);
+}
+/// Adds 16 to byte i of v where bit i of the 32-bit words at q0 (bytes 0..31) and q1
+/// (bytes 32..63) is set: the 5th bit of two Q5 blocks.
+SNAPKV_INLINE __m512i add_bit4(__m512i v, const uint8_t* q0, const uint8_t* q1) {
+  const __mmask64 k = _mm512_kunpackd(_cvtu32_mask32(load_u32(q1)), _cvtu32_mask32(load_u32(q0)));
+  return _mm512_mask_add_epi8(v, k, v, _mm512_set1_epi8(0x10));
+}
+#endif
+
 struct UQ4_0 {
   static constexpr int kBytes = kQ4_0Bytes;
   static constexpr int kOffset = 8;
@@ -27,6 +52,9 @@ struct UQ4_0 {
   static float m(const uint8_t*) { return 0.0f; }
 #if defined(SNAPKV_AVX2)
   static SNAPKV_INLINE __m256i u(const uint8_t* b) { return unpack_nibbles16(b + 2); }
+#endif
+#if defined(SNAPKV_VNNI)
+  static SNAPKV_INLINE __m512i u2(const uint8_t* b) { return unpack_nibbles16x2(b + 2, b + kBytes + 2); }
 #endif
   static void v(const uint8_t* b, int8_t* q) {
     for (int j = 0; j < 16; ++j) {
@@ -44,6 +72,9 @@ struct UQ4_1 {
   static float m(const uint8_t* b) { return load_f16(b + 2); }
 #if defined(SNAPKV_AVX2)
   static SNAPKV_INLINE __m256i u(const uint8_t* b) { return unpack_nibbles16(b + 4); }
+#endif
+#if defined(SNAPKV_VNNI)
+  static SNAPKV_INLINE __m512i u2(const uint8_t* b) { return unpack_nibbles16x2(b + 4, b + kBytes + 4); }
 #endif
   static void v(const uint8_t* b, int8_t* q) {
     for (int j = 0; j < 16; ++j) {
@@ -64,6 +95,11 @@ struct UQ5_0 {
     return _mm256_or_si256(unpack_nibbles16(b + 6), bits_to_0x10(load_u32(b + 2)));
   }
 #endif
+#if defined(SNAPKV_VNNI)
+  static SNAPKV_INLINE __m512i u2(const uint8_t* b) {
+    return add_bit4(unpack_nibbles16x2(b + 6, b + kBytes + 6), b + 2, b + kBytes + 2);
+  }
+#endif
   static void v(const uint8_t* b, int8_t* q) {
     const uint32_t qh = load_u32(b + 2);
     for (int j = 0; j < 16; ++j) {
@@ -82,6 +118,11 @@ struct UQ5_1 {
 #if defined(SNAPKV_AVX2)
   static SNAPKV_INLINE __m256i u(const uint8_t* b) {
     return _mm256_or_si256(unpack_nibbles16(b + 8), bits_to_0x10(load_u32(b + 4)));
+  }
+#endif
+#if defined(SNAPKV_VNNI)
+  static SNAPKV_INLINE __m512i u2(const uint8_t* b) {
+    return add_bit4(unpack_nibbles16x2(b + 8, b + kBytes + 8), b + 4, b + kBytes + 4);
   }
 #endif
   static void v(const uint8_t* b, int8_t* q) {
@@ -105,6 +146,14 @@ struct UQ8_0 {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2));
   }
 #endif
+#if defined(SNAPKV_VNNI)
+  static SNAPKV_INLINE __m512i u2(const uint8_t* b) {
+    const __m512i z =
+        _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2))),
+                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kBytes + 2)), 1);
+    return _mm512_xor_si512(z, _mm512_set1_epi8(static_cast<char>(0x80)));
+  }
+#endif
   static void v(const uint8_t* b, int8_t* q) { std::memcpy(q, b + 2, 32); }
 };
 
@@ -112,8 +161,9 @@ struct UQ8_0 {
 
 template <class U>
 struct KLegacy {
-  static constexpr int kR = 4;
-  static constexpr int kT = 4;
+  static constexpr int kR = 4;        ///< rows per tile (prefill)
+  static constexpr int kT = 4;        ///< tokens per tile
+  static constexpr int kRDecode = 1;  ///< rows per tile for n_tokens == 1: one sequential stream
 
   /// The `offset` quantize_q8_row must fold into corr for this kernel.
   static constexpr int act_offset() {
@@ -126,21 +176,78 @@ struct KLegacy {
 #endif
   }
 
+#if defined(SNAPKV_VNNI)
+  /// 32 unsigned quants of one block (Q8_0: made unsigned by xor 0x80).
+  static SNAPKV_INLINE __m256i ublock(const uint8_t* blk) {
+    __m256i u = U::u(blk);
+    if constexpr (U::kSigned) u = _mm256_xor_si256(u, _mm256_set1_epi8(static_cast<char>(0x80)));
+    return u;
+  }
+
+  /// AVX-512: each (row, token) pair accumulates 16 float lanes, lanes 0-7 from the even
+  /// block of a pair and 8-15 from the odd one; a lone last block leaves lanes 8-15 untouched.
+  template <int R, int T, bool kFull>
+  static SNAPKV_INLINE void step(const uint8_t* const* w, const uint8_t* const* a, const float* const* as, int64_t b,
+                                 __m512 (&acc)[R][T], float (&accm)[R][T]) {
+    __m512i wu[R];
+    __m512 wd[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* b0 = w[r] + b * U::kBytes;
+      if constexpr (kFull) {
+        wu[r] = U::u2(b0);
+        wd[r] = scales_f16x2(b0, b0 + U::kBytes);  // d is the first field of every legacy block
+      } else {
+        wu[r] = _mm512_zextsi256_si512(ublock(b0));
+        wd[r] = _mm512_zextps256_ps512(_mm256_set1_ps(U::d(b0)));
+      }
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      const uint8_t* ab = a[t] + b * (kQ8Pair / 2);  // b is even: the pair b/2
+      const __m512i xq = _mm512_load_si512(ab);
+      const __m512 xd = _mm512_load_ps(ab + kQ8Dv);
+      __m512i init = _mm512_setzero_si512();
+      if constexpr (act_offset() != 0) init = _mm512_load_si512(ab + kQ8Corr);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const __m512i is = _mm512_dpbusd_epi32(init, wu[r], xq);
+        acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(wd[r], xd), acc[r][t]);
+        if constexpr (U::kMin) {
+          accm[r][t] += U::m(w[r] + b * U::kBytes) * as[t][b];
+          if constexpr (kFull) accm[r][t] += U::m(w[r] + (b + 1) * U::kBytes) * as[t][b + 1];
+        }
+      }
+    }
+  }
+#endif
+
   template <int R, int T>
   static void tile(const TileCtx& c, int64_t r0, int64_t t0) {
     const int64_t nb = c.cols / 32;
     const uint8_t* w[R];
     const uint8_t* a[T];
-    const float* ad[T];
     const float* as[T];
     for (int r = 0; r < R; ++r) w[r] = c.w + static_cast<size_t>(r0 + r) * c.w_stride;
     for (int t = 0; t < T; ++t) {
       a[t] = c.act + static_cast<size_t>(t0 + t) * c.a_stride;
-      ad[t] = reinterpret_cast<const float*>(a[t] + q8_d_offset(c.cols));
       as[t] = reinterpret_cast<const float*>(a[t] + q8_s_offset(c.cols));
     }
     float accm[R][T] = {};
-#if defined(SNAPKV_AVX2)
+#if defined(SNAPKV_VNNI)
+    __m512 acc[R][T];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) step<R, T, true>(w, a, as, b, acc, accm);
+    if (b < nb) step<R, T, false>(w, a, as, b, acc, accm);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) c.y[(t0 + t) * c.y_stride + r0 + r] = _mm512_reduce_add_ps(acc[r][t]) + accm[r][t];
+#elif defined(SNAPKV_AVX2)
     __m256 acc[R][T];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r)
@@ -156,29 +263,22 @@ struct KLegacy {
         wd[r] = _mm256_set1_ps(U::d(blk));
         wu[r] = U::u(blk);
         if constexpr (U::kMin) wm[r] = U::m(blk);
-#if defined(SNAPKV_VNNI)
-        if constexpr (U::kSigned) wu[r] = _mm256_xor_si256(wu[r], _mm256_set1_epi8(static_cast<char>(0x80)));
-#endif
       }
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
-        const uint8_t* ab = a[t] + b * kQ8Block;
+        const uint8_t* ab = a[t] + q8_block_offset(b);
         const __m256i xq = _mm256_load_si256(reinterpret_cast<const __m256i*>(ab));
-        const __m256 xd = _mm256_set1_ps(ad[t][b]);
+        const __m256 xd = _mm256_load_ps(reinterpret_cast<const float*>(ab + kQ8Dv));
         __m256i init = _mm256_setzero_si256();
-        if constexpr (act_offset() != 0) init = _mm256_load_si256(reinterpret_cast<const __m256i*>(ab + 32));
+        if constexpr (act_offset() != 0) init = _mm256_load_si256(reinterpret_cast<const __m256i*>(ab + kQ8Corr));
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
           __m256i is;
-#if !defined(SNAPKV_VNNI)
-          if constexpr (U::kSigned) {
+          if constexpr (U::kSigned) {  // sign trick: |w| * (x with the sign of w)
             is = dot_u8s8(init, _mm256_sign_epi8(wu[r], wu[r]), _mm256_sign_epi8(xq, wu[r]));
           } else {
             is = dot_u8s8(init, wu[r], xq);
           }
-#else
-          is = dot_u8s8(init, wu[r], xq);
-#endif
           acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(wd[r], xd), acc[r][t]);
           if constexpr (U::kMin) accm[r][t] += wm[r] * as[t][b];
         }
@@ -198,10 +298,13 @@ struct KLegacy {
         const float dw = U::d(blk);
         const float mw = U::m(blk);
         for (int t = 0; t < T; ++t) {
-          const auto* xq = reinterpret_cast<const int8_t*>(a[t] + b * kQ8Block);
+          const uint8_t* ab = a[t] + q8_block_offset(b);
+          const auto* xq = reinterpret_cast<const int8_t*>(ab);
+          float xd;
+          std::memcpy(&xd, ab + kQ8Dv, 4);
           int32_t isum = 0;
           for (int j = 0; j < 32; ++j) isum += q[j] * xq[j];
-          acc[r][t] += (dw * ad[t][b]) * static_cast<float>(isum);
+          acc[r][t] += (dw * xd) * static_cast<float>(isum);
           if constexpr (U::kMin) accm[r][t] += mw * as[t][b];
         }
       }

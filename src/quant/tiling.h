@@ -34,11 +34,9 @@ inline constexpr int64_t kRowBlock = 32;              ///< rows per scheduling u
 inline constexpr size_t kActChunkBytes = 192 * 1024;  ///< activation bytes per token chunk (L2-sized)
 inline constexpr double kSerialMacs = 1 << 16;        ///< below this many MACs stay single-threaded
 
-/// Runs K over the whole product. K provides kR, kT and template<int R, int T> tile(ctx, r0, t0).
-template <class K>
-void run_tiles(const TileCtx& c, int64_t rows, int64_t n_tokens) {
-  constexpr int R = K::kR;
-  constexpr int T = K::kT;
+/// Runs K with R x T tiles (R = 1 and T = 1 for the row / token remainders).
+template <class K, int R, int T>
+void run_tiles_rt(const TileCtx& c, int64_t rows, int64_t n_tokens) {
   static_assert(kRowBlock % R == 0);
   const int64_t n_items = (rows + kRowBlock - 1) / kRowBlock;
   int64_t tc = static_cast<int64_t>(kActChunkBytes / std::max<size_t>(c.a_stride, 1));
@@ -66,6 +64,19 @@ void run_tiles(const TileCtx& c, int64_t rows, int64_t n_tokens) {
         }
       }
     }
+  }
+}
+
+/// Runs K over the whole product. K provides kR, kT, kRDecode and
+/// template<int R, int T> tile(ctx, r0, t0). With a single token the rows are walked kRDecode
+/// at a time (1: the weights are read as one sequential stream, which the hardware prefetchers
+/// follow much better than several interleaved row streams).
+template <class K>
+void run_tiles(const TileCtx& c, int64_t rows, int64_t n_tokens) {
+  if (n_tokens == 1) {
+    run_tiles_rt<K, K::kRDecode, 1>(c, rows, n_tokens);
+  } else {
+    run_tiles_rt<K, K::kR, K::kT>(c, rows, n_tokens);
   }
 }
 
