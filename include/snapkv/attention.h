@@ -52,6 +52,7 @@ class AttentionWorkspace {
   std::vector<int64_t> j_begin_, j_end_;    ///< decode: [n_head_kv] visible entry range
   std::vector<float> q16_;                  ///< queries rounded to F16 precision [max_queries][n_head][head_dim]
   std::vector<float> thread_;               ///< prefill: per-thread block buffers
+  std::vector<double> thread_sums_;         ///< prefill: per-thread softmax sums
   size_t thread_floats_ = 0;                ///< prefill: floats of one thread's buffers
 };
 

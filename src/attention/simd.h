@@ -41,6 +41,21 @@ inline float dot_f32(const float* a, const float* b, int n) {
   return s;
 }
 
+/// sum_i a[i] * b[i] with the products (f32) accumulated in double, in order: the result is the
+/// same as ggml_vec_dot_f16's scalar tail (used for rows shorter than its SIMD step).
+inline float dot_f32_acc64(const float* a, const float* b, int n) {
+  double s = 0.0;
+  for (int i = 0; i < n; ++i) s += static_cast<double>(a[i] * b[i]);
+  return static_cast<float>(s);
+}
+
+/// Same with b in F16.
+inline float dot_f32_f16_acc64(const float* a, const uint16_t* b, int n) {
+  double s = 0.0;
+  for (int i = 0; i < n; ++i) s += static_cast<double>(a[i] * fp16_to_fp32(b[i]));
+  return static_cast<float>(s);
+}
+
 /// sum_i a[i] * half(b[i]), f32 accumulation.
 inline float dot_f32_f16(const float* a, const uint16_t* b, int n) {
   int i = 0;

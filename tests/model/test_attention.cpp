@@ -1,0 +1,170 @@
+// Attention kernels (blocked prefill, key-block-parallel decode) vs a naive double-precision
+// reference on random ragged per-head caches: causal and sliding-window masks, GQA/MQA, F32/F16.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "snapkv/attention.h"
+#include "snapkv/error.h"
+#include "snapkv/fp16.h"
+
+namespace snapkv {
+namespace {
+
+struct AttnCase {
+  int n_head, n_head_kv, head_dim;
+  int64_t n_q;        // queries (1 = decode kernel)
+  int64_t n_pos;      // cache positions are drawn from [0, n_pos)
+  int window;         // 0 = full
+  KVType type;
+  double keep_prob;   // probability that a position is stored in a head (ragged heads)
+};
+
+struct Built {
+  KVLayerCache cache;
+  std::vector<float> q;
+  std::vector<int32_t> qpos;
+};
+
+Built build(const AttnCase& c, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_real_distribution<double> ud(0.0, 1.0);
+  Built b;
+  b.cache.window = c.window;
+  for (int g = 0; g < c.n_head_kv; ++g) {
+    KVHeadCache h(c.type, c.head_dim);
+    std::vector<int32_t> pos;
+    for (int32_t p = 0; p < c.n_pos; ++p)
+      if (ud(rng) < c.keep_prob || p == c.n_pos - 1) pos.push_back(p);
+    std::vector<float> k(pos.size() * static_cast<size_t>(c.head_dim)), v(k.size());
+    for (auto& x : k) x = nd(rng) * 2.0f;  // scores spread over several units
+    for (auto& x : v) x = nd(rng);
+    h.append(static_cast<int64_t>(pos.size()), pos.data(), k.data(), c.head_dim, v.data(), c.head_dim);
+    b.cache.heads.push_back(std::move(h));
+  }
+  b.q.resize(static_cast<size_t>(c.n_q * c.n_head * c.head_dim));
+  for (auto& x : b.q) x = nd(rng);
+  // Queries at the last n_q positions (ascending, as in a prefill chunk).
+  for (int64_t t = 0; t < c.n_q; ++t) b.qpos.push_back(static_cast<int32_t>(c.n_pos - c.n_q + t));
+  return b;
+}
+
+// Naive attention in double; with an F16 cache the query is rounded to F16 first (as the kernel
+// does, mimicking ggml). Returns [n_q][n_head][head_dim].
+std::vector<double> reference(const AttnCase& c, const Built& b, float scale) {
+  const int G = c.n_head / c.n_head_kv, hd = c.head_dim;
+  std::vector<double> out(static_cast<size_t>(c.n_q * c.n_head * hd), 0.0);
+  std::vector<float> row(static_cast<size_t>(hd));
+  for (int64_t t = 0; t < c.n_q; ++t) {
+    for (int h = 0; h < c.n_head; ++h) {
+      const KVHeadCache& hc = b.cache.heads[static_cast<size_t>(h / G)];
+      const float* q = b.q.data() + (t * c.n_head + h) * hd;
+      const int64_t qp = b.qpos[static_cast<size_t>(t)];
+      std::vector<double> s;
+      std::vector<int64_t> idx;
+      for (int64_t j = 0; j < hc.size(); ++j) {
+        const int64_t kp = hc.positions()[static_cast<size_t>(j)];
+        if (kp > qp || (c.window > 0 && qp - kp >= c.window)) continue;
+        hc.key_row(j, row.data());
+        double d = 0;
+        for (int i = 0; i < hd; ++i) {
+          const float qi = c.type == KVType::F16 ? fp16_to_fp32(fp32_to_fp16(q[i])) : q[i];
+          d += static_cast<double>(qi) * row[static_cast<size_t>(i)];
+        }
+        s.push_back(scale * d);
+        idx.push_back(j);
+      }
+      if (s.empty()) continue;
+      double mx = s[0];
+      for (const double x : s) mx = std::max(mx, x);
+      double sum = 0;
+      for (auto& x : s) sum += (x = std::exp(x - mx));
+      double* o = out.data() + (t * c.n_head + h) * hd;
+      for (size_t j = 0; j < s.size(); ++j) {
+        hc.value_row(idx[j], row.data());
+        for (int i = 0; i < hd; ++i) o[i] += s[j] / sum * row[static_cast<size_t>(i)];
+      }
+    }
+  }
+  return out;
+}
+
+class AttentionVsNaive : public testing::TestWithParam<AttnCase> {};
+
+TEST_P(AttentionVsNaive, MatchesReference) {
+  const AttnCase& c = GetParam();
+  for (const int threads : {1, 2}) {
+    omp_set_num_threads(threads);
+    const Built b = build(c, 42 + static_cast<uint64_t>(c.n_q));
+    AttentionParams p{c.n_head, c.n_head_kv, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim)), c.window};
+    AttentionWorkspace ws(p, c.n_pos, c.n_q);
+    std::vector<float> out(b.q.size(), -7.0f);
+    attention(p, b.q.data(), b.qpos.data(), c.n_q, b.cache, out.data(), ws);
+    const auto ref = reference(c, b, p.scale);
+    // F32: only f32 rounding. F16: the kernel also rounds the probabilities to F16 (ggml's V product).
+    const double tol = c.type == KVType::F32 ? 2e-5 : 2e-3;
+    double worst = 0;
+    for (size_t i = 0; i < out.size(); ++i) worst = std::max(worst, std::fabs(out[i] - ref[i]));
+    EXPECT_LT(worst, tol) << "threads " << threads;
+    // Running it again gives bit-identical results (no races, deterministic reductions).
+    std::vector<float> again(out.size());
+    attention(p, b.q.data(), b.qpos.data(), c.n_q, b.cache, again.data(), ws);
+    EXPECT_EQ(out, again);
+  }
+  omp_set_num_threads(1);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, AttentionVsNaive,
+    testing::Values(
+        // decode (1 query): GQA, MQA (Gemma shape), many key blocks, ragged heads, windows
+        AttnCase{8, 4, 8, 1, 300, 0, KVType::F32, 0.7}, AttnCase{8, 4, 8, 1, 300, 0, KVType::F16, 0.7},
+        AttnCase{4, 1, 256, 1, 700, 0, KVType::F32, 1.0}, AttnCase{4, 1, 256, 1, 700, 0, KVType::F16, 0.9},
+        AttnCase{4, 1, 256, 1, 700, 512, KVType::F16, 1.0}, AttnCase{6, 2, 12, 1, 50, 9, KVType::F32, 0.5},
+        // prefill (several query blocks x key blocks): GQA, MQA, windows, odd head_dim, ragged
+        AttnCase{8, 4, 8, 37, 300, 0, KVType::F32, 0.6}, AttnCase{8, 4, 8, 37, 300, 0, KVType::F16, 0.6},
+        AttnCase{4, 1, 256, 40, 400, 0, KVType::F32, 1.0}, AttnCase{4, 1, 256, 40, 400, 0, KVType::F16, 1.0},
+        AttnCase{4, 1, 64, 70, 200, 33, KVType::F32, 0.8}, AttnCase{4, 1, 64, 70, 200, 33, KVType::F16, 0.8},
+        AttnCase{6, 3, 12, 17, 90, 5, KVType::F32, 0.4}, AttnCase{2, 2, 4, 5, 5, 0, KVType::F32, 1.0}));
+
+TEST(Attention, QueryWithoutVisibleKeysGetsZeros) {
+  // One head holding positions {0, 1, 2}; a window of 2 and a query at position 10 sees nothing.
+  KVLayerCache cache;
+  cache.window = 2;
+  KVHeadCache h(KVType::F32, 4);
+  const int32_t pos[3] = {0, 1, 2};
+  std::vector<float> kv(12, 1.0f);
+  h.append(3, pos, kv.data(), 4, kv.data(), 4);
+  cache.heads.push_back(std::move(h));
+  AttentionParams p{1, 1, 4, 0.5f, 2};
+  AttentionWorkspace ws(p, 16, 4);
+  std::vector<float> q(8, 1.0f), out(8, 5.0f);
+  const int32_t qpos[2] = {10, 11};
+  attention(p, q.data(), qpos, 1, cache, out.data(), ws);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(out[static_cast<size_t>(i)], 0.0f);
+  attention(p, q.data(), qpos, 2, cache, out.data(), ws);
+  for (const float x : out) EXPECT_EQ(x, 0.0f);
+}
+
+TEST(Attention, RejectsMismatchedShapes) {
+  KVLayerCache cache;
+  cache.heads.emplace_back(KVType::F32, 4);
+  AttentionParams p{2, 2, 4, 1.0f, 0};  // cache has 1 head, params say 2
+  AttentionWorkspace ws(p, 8, 2);
+  std::vector<float> q(8), out(8);
+  const int32_t qpos[1] = {0};
+  EXPECT_THROW(attention(p, q.data(), qpos, 1, cache, out.data(), ws), Error);
+  AttentionParams p1{1, 1, 4, 1.0f, 0};
+  AttentionWorkspace ws1(p1, 8, 2);
+  const int32_t qpos3[3] = {0, 1, 2};
+  std::vector<float> q3(12), out3(12);
+  EXPECT_THROW(attention(p1, q3.data(), qpos3, 3, cache, out3.data(), ws1), Error);  // 3 > max_queries
+  EXPECT_THROW(AttentionWorkspace(AttentionParams{3, 2, 4, 1.0f, 0}, 8, 2), Error);  // 3 % 2 != 0
+}
+
+}  // namespace
+}  // namespace snapkv

@@ -1,0 +1,177 @@
+// Ragged KV cache: storage, compaction that releases memory, exact byte accounting, SWA trimming.
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <vector>
+
+#include "snapkv/error.h"
+#include "snapkv/fp16.h"
+#include "snapkv/kv_cache.h"
+
+namespace snapkv {
+namespace {
+
+std::vector<float> rows(int64_t n, int hd, float base) {
+  std::vector<float> v(static_cast<size_t>(n * hd));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = base + 0.001f * static_cast<float>(i) + 1.0f / 3.0f;
+  return v;
+}
+
+TEST(KVHeadCache, AppendStoresRowsAndPositions) {
+  for (const KVType t : {KVType::F32, KVType::F16}) {
+    KVHeadCache h(t, 8);
+    const auto k = rows(5, 8, 1.0f), v = rows(5, 8, -2.0f);
+    const std::vector<int32_t> pos{0, 1, 2, 5, 9};
+    h.append(5, pos.data(), k.data(), 8, v.data(), 8);
+    ASSERT_EQ(h.size(), 5);
+    EXPECT_EQ(std::vector<int32_t>(h.positions().begin(), h.positions().end()), pos);
+    std::vector<float> r(8);
+    for (int64_t i = 0; i < 5; ++i) {
+      h.key_row(i, r.data());
+      for (int d = 0; d < 8; ++d) {
+        const float want = k[static_cast<size_t>(i * 8 + d)];
+        EXPECT_EQ(r[static_cast<size_t>(d)], t == KVType::F32 ? want : fp16_to_fp32(fp32_to_fp16(want)));
+      }
+      h.value_row(i, r.data());
+      const float want_v = v[static_cast<size_t>(i * 8)];
+      EXPECT_EQ(r[0], t == KVType::F32 ? want_v : fp16_to_fp32(fp32_to_fp16(want_v)));
+    }
+    EXPECT_EQ(h.bytes(), 5u * 2 * 8 * kv_type_size(t));
+    EXPECT_EQ(h.keys().n, 5);
+    EXPECT_EQ(h.values().head_dim, 8);
+  }
+}
+
+TEST(KVHeadCache, StridedAppendAndPositionOrder) {
+  KVHeadCache h(KVType::F32, 2);
+  // rows of 2 heads x 2 dims: take head 1 (offset 2, stride 4)
+  const std::vector<float> kv{0, 1, 2, 3, 4, 5, 6, 7};
+  const int32_t pos[2] = {3, 4};
+  h.append(2, pos, kv.data() + 2, 4, kv.data() + 2, 4);
+  std::vector<float> r(2);
+  h.key_row(1, r.data());
+  EXPECT_EQ(r, (std::vector<float>{6, 7}));
+  const int32_t bad[1] = {4};  // not after the last stored position
+  EXPECT_THROW(h.append(1, bad, kv.data(), 2, kv.data(), 2), Error);
+  EXPECT_THROW(h.key_row(2, r.data()), Error);
+}
+
+TEST(KVHeadCache, ReserveIsExactAndAppendGrowsInBlocks) {
+  KVHeadCache h(KVType::F16, 4);
+  h.reserve(10);
+  EXPECT_EQ(h.capacity(), 10);
+  EXPECT_EQ(h.capacity_bytes(), 10u * 2 * 4 * 2);
+  const auto k = rows(11, 4, 0.0f);
+  std::vector<int32_t> pos(11);
+  std::iota(pos.begin(), pos.end(), 0);
+  h.append(10, pos.data(), k.data(), 4, k.data(), 4);
+  EXPECT_EQ(h.capacity(), 10);
+  h.append(1, pos.data() + 10, k.data(), 4, k.data(), 4);  // past capacity: one block more, not doubling
+  EXPECT_EQ(h.capacity(), 10 + KVHeadCache::kGrowEntries);
+  EXPECT_EQ(h.bytes(), 11u * 2 * 4 * 2);
+}
+
+TEST(KVHeadCache, KeepCompactsAndReleases) {
+  for (const KVType t : {KVType::F32, KVType::F16}) {
+    KVHeadCache h(t, 4);
+    const int64_t n = 100;
+    const auto k = rows(n, 4, 1.0f), v = rows(n, 4, 5.0f);
+    std::vector<int32_t> pos(static_cast<size_t>(n));
+    std::iota(pos.begin(), pos.end(), 0);
+    h.reserve(n + 50);
+    h.append(n, pos.data(), k.data(), 4, v.data(), 4);
+    std::vector<float> before_k(4), after_k(4), before_v(4), after_v(4);
+    const std::vector<int32_t> idx{0, 3, 4, 50, 98, 99};
+    h.key_row(50, before_k.data());
+    h.value_row(50, before_v.data());
+    h.keep(idx);
+    EXPECT_EQ(h.size(), 6);
+    EXPECT_EQ(h.capacity(), 6);  // buffers reallocated to exactly what is kept
+    EXPECT_EQ(h.bytes(), 6u * 2 * 4 * kv_type_size(t));
+    EXPECT_EQ(h.capacity_bytes(), h.bytes());
+    EXPECT_EQ(std::vector<int32_t>(h.positions().begin(), h.positions().end()), idx);
+    h.key_row(3, after_k.data());
+    h.value_row(3, after_v.data());
+    EXPECT_EQ(before_k, after_k);
+    EXPECT_EQ(before_v, after_v);
+    // Appending continues after the last kept position.
+    const int32_t next[1] = {100};
+    h.append(1, next, k.data(), 4, v.data(), 4);
+    EXPECT_EQ(h.positions().back(), 100);
+    // Bad index lists are rejected without changing anything.
+    EXPECT_THROW(h.keep(std::vector<int32_t>{1, 1}), Error);
+    EXPECT_THROW(h.keep(std::vector<int32_t>{2, 1}), Error);
+    EXPECT_THROW(h.keep(std::vector<int32_t>{0, 7}), Error);
+    EXPECT_THROW(h.keep(std::vector<int32_t>{-1}), Error);
+    EXPECT_EQ(h.size(), 7);
+    h.keep({});
+    EXPECT_EQ(h.size(), 0);
+    EXPECT_EQ(h.capacity_bytes(), 0u);
+  }
+}
+
+TEST(KVHeadCache, DropFrontAndClear) {
+  KVHeadCache h(KVType::F32, 2);
+  const auto k = rows(6, 2, 0.0f);
+  std::vector<int32_t> pos{0, 1, 2, 3, 4, 5};
+  h.append(6, pos.data(), k.data(), 2, k.data(), 2);
+  h.drop_front(4);
+  EXPECT_EQ(h.size(), 2);
+  EXPECT_EQ(h.positions()[0], 4);
+  std::vector<float> r(2);
+  h.key_row(0, r.data());
+  EXPECT_EQ(r[0], k[8]);
+  EXPECT_THROW(h.drop_front(3), Error);
+  h.clear();
+  EXPECT_EQ(h.size(), 0);
+  EXPECT_EQ(h.capacity(), 0);
+}
+
+TEST(KVCache, MakeRoomFullAndSlidingWindowLayers) {
+  // layer 0: full attention; layer 1: sliding window of 8.
+  KVCache c(2, 2, 4, KVType::F16, {0, 8});
+  EXPECT_EQ(c.layer(0).window, 0);
+  EXPECT_TRUE(c.layer(1).is_swa());
+  const int64_t n = 20;
+  const auto k = rows(n, 8, 0.0f);
+  std::vector<int32_t> pos(static_cast<size_t>(n));
+  std::iota(pos.begin(), pos.end(), 0);
+  c.make_room(0, n);
+  for (auto& h : c.layer(0).heads) {
+    EXPECT_EQ(h.capacity(), n);  // exactly the batch
+    h.append(n, pos.data(), k.data(), 8, k.data(), 8);
+  }
+  // SWA layer fed in chunks of 5: trims to window-1 entries before appending when full.
+  for (int64_t s = 0; s < n; s += 5) {
+    c.make_room(1, 5);
+    for (auto& h : c.layer(1).heads) {
+      h.append(5, pos.data() + s, k.data(), 8, k.data(), 8);
+      EXPECT_LE(h.size(), 8 - 1 + 5);
+      EXPECT_GE(h.positions().front(), std::max<int64_t>(0, s + 5 - (8 - 1 + 5)));
+    }
+  }
+  const size_t entry = 2 * 4 * 2;
+  EXPECT_EQ(c.layer(0).bytes(), 2 * n * entry);
+  EXPECT_EQ(c.bytes(), c.layer(0).bytes() + c.layer(1).bytes());
+  EXPECT_DOUBLE_EQ(c.layer(0).mean_entries(), static_cast<double>(n));
+  // Decode: single tokens grow full layers by blocks, and SWA layers stay bounded.
+  for (int32_t p = static_cast<int32_t>(n); p < n + 300; ++p) {
+    for (int il = 0; il < 2; ++il) {
+      c.make_room(il, 1);
+      for (auto& h : c.layer(il).heads) h.append(1, &p, k.data(), 8, k.data(), 8);
+    }
+    for (auto& h : c.layer(1).heads) {
+      EXPECT_LE(h.size(), 8 - 1 + KVCache::kSwaSlack + 1);
+      EXPECT_LE(h.capacity(), 8 - 1 + KVCache::kSwaSlack);
+      EXPECT_GE(h.size(), 8);  // the current query's window is always there
+    }
+  }
+  EXPECT_LE(c.layer(0).heads[0].capacity(), n + 300 + KVHeadCache::kGrowEntries);
+  c.clear();
+  EXPECT_EQ(c.bytes(), 0u);
+  EXPECT_EQ(c.capacity_bytes(), 0u);
+  EXPECT_THROW(KVCache(2, 1, 4, KVType::F32, {0}), Error);
+}
+
+}  // namespace
+}  // namespace snapkv
