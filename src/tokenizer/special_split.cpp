@@ -15,27 +15,18 @@ constexpr uint32_t kSpecialAttrs = kTokenAttrControl | kTokenAttrUserDefined | k
 
 bool ascii_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'; }
 
-struct Candidate {
-  int32_t rank;
-  int32_t id;
-  size_t pos;
-  size_t len;
-};
-
 }  // namespace
 
-SpecialSplitter::SpecialSplitter(const Vocab& v) : vocab_(v), rank_(static_cast<size_t>(v.size()), -1) {
-  std::vector<int32_t> ids;
+SpecialSplitter::SpecialSplitter(const Vocab& v) : vocab_(v) {
   for (int32_t id = 0; id < v.size(); ++id) {
-    if ((v.attrs[id] & kSpecialAttrs) != 0 && !v.text(id).empty()) ids.push_back(id);
+    if ((v.attrs[id] & kSpecialAttrs) != 0 && !v.text(id).empty()) order_.push_back(id);
   }
   // Priority: longest text first; equal lengths by id (llama.cpp's std::sort leaves them unordered).
-  std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return v.text(a).size() > v.text(b).size(); });
+  std::stable_sort(order_.begin(), order_.end(),
+                   [&](int32_t a, int32_t b) { return v.text(a).size() > v.text(b).size(); });
   nodes_.emplace_back();
-  for (size_t r = 0; r < ids.size(); ++r) {
-    const int32_t id = ids[r];
-    rank_[id] = static_cast<int32_t>(r);
-    const std::string_view t = v.text(id);
+  for (size_t r = 0; r < order_.size(); ++r) {
+    const std::string_view t = v.text(order_[r]);
     first_byte_[static_cast<uint8_t>(t[0])] = true;
     int32_t node = 0;
     for (char ch : t) {
@@ -54,7 +45,7 @@ SpecialSplitter::SpecialSplitter(const Vocab& v) : vocab_(v), rank_(static_cast<
       }
       node = child;
     }
-    if (nodes_[node].token < 0) nodes_[node].token = id;  // duplicate texts: the higher priority one
+    if (nodes_[node].rank < 0) nodes_[node].rank = static_cast<int32_t>(r);  // duplicate texts: first rank
   }
 }
 
@@ -62,9 +53,11 @@ std::vector<Fragment> SpecialSplitter::split(std::string_view text, bool parse_s
   const size_t n = text.size();
   std::vector<Fragment> frags;
   if (n == 0) return frags;
+  frags.push_back({false, -1, 0, n});
 
-  // 1. Every occurrence of every eligible special token text.
-  std::vector<Candidate> cands;
+  // 1. Which eligible special tokens occur anywhere (by rank)?
+  std::vector<uint8_t> present(order_.size(), 0);
+  bool any = false;
   for (size_t pos = 0; pos < n; ++pos) {
     if (!first_byte_[static_cast<uint8_t>(text[pos])]) continue;
     int32_t node = 0;
@@ -79,62 +72,48 @@ std::vector<Fragment> SpecialSplitter::split(std::string_view text, bool parse_s
       }
       if (child < 0) break;
       node = child;
-      const int32_t id = nodes_[node].token;
-      if (id >= 0 && (parse_special || (vocab_.attrs[id] & (kTokenAttrControl | kTokenAttrUnknown)) == 0)) {
-        cands.push_back({rank_[id], id, pos, k + 1 - pos});
+      const int32_t r = nodes_[node].rank;
+      if (r >= 0 && !present[r] &&
+          (parse_special || (vocab_.attrs[order_[r]] & (kTokenAttrControl | kTokenAttrUnknown)) == 0)) {
+        present[r] = 1;
+        any = true;
       }
     }
   }
-  if (cands.empty()) {
-    frags.push_back({false, -1, 0, n});
-    return frags;
-  }
+  if (!any) return frags;
 
-  // 2. Token by token in priority order, leftmost first: an occurrence is taken unless it overlaps
-  //    text already taken by a token or stripped next to one.
-  std::sort(cands.begin(), cands.end(),
-            [](const Candidate& a, const Candidate& b) { return a.rank != b.rank ? a.rank < b.rank : a.pos < b.pos; });
-  enum : uint8_t { kFree = 0, kToken = 1, kStripped = 2 };
-  std::vector<uint8_t> state(n, kFree);
-  std::vector<Candidate> taken;
-  for (const Candidate& c : cands) {
-    bool free = true;
-    for (size_t k = c.pos; k < c.pos + c.len; ++k) {
-      if (state[k] != kFree) {
-        free = false;
-        break;
+  // 2. In priority order, split every raw fragment at the token's leftmost non-overlapping occurrences.
+  std::vector<Fragment> next;
+  for (size_t r = 0; r < order_.size(); ++r) {
+    if (!present[r]) continue;
+    const int32_t id = order_[r];
+    const std::string_view tt = vocab_.text(id);
+    const uint32_t attr = vocab_.attrs[id];
+    next.clear();
+    for (const Fragment& fr : frags) {
+      if (fr.is_token) {
+        next.push_back(fr);
+        continue;
       }
+      size_t off = fr.off;
+      size_t end = fr.off + fr.len;
+      while (off < end) {
+        const size_t m = text.substr(0, end).find(tt, off);
+        if (m == std::string_view::npos) break;
+        size_t left_len = m - off;
+        if (attr & kTokenAttrLstrip) {
+          while (left_len > 0 && ascii_space(text[off + left_len - 1])) --left_len;
+        }
+        if (left_len > 0) next.push_back({false, -1, off, left_len});
+        next.push_back({true, id, m, tt.size()});
+        off = m + tt.size();
+        if (attr & kTokenAttrRstrip) {
+          while (off < end && ascii_space(text[off])) ++off;
+        }
+      }
+      if (off < end) next.push_back({false, -1, off, end - off});
     }
-    if (!free) continue;
-    std::fill(state.begin() + static_cast<std::ptrdiff_t>(c.pos),
-              state.begin() + static_cast<std::ptrdiff_t>(c.pos + c.len), kToken);
-    taken.push_back(c);
-    const uint32_t attr = vocab_.attrs[c.id];
-    if (attr & kTokenAttrLstrip) {
-      for (size_t k = c.pos; k > 0 && state[k - 1] == kFree && ascii_space(text[k - 1]); --k) state[k - 1] = kStripped;
-    }
-    if (attr & kTokenAttrRstrip) {
-      for (size_t k = c.pos + c.len; k < n && state[k] == kFree && ascii_space(text[k]); ++k) state[k] = kStripped;
-    }
-  }
-
-  // 3. Fragments in text order: tokens, and the maximal free runs between them.
-  std::sort(taken.begin(), taken.end(), [](const Candidate& a, const Candidate& b) { return a.pos < b.pos; });
-  size_t t = 0;
-  size_t i = 0;
-  while (i < n) {
-    if (t < taken.size() && taken[t].pos == i) {
-      frags.push_back({true, taken[t].id, i, taken[t].len});
-      i += taken[t].len;
-      ++t;
-    } else if (state[i] == kFree) {
-      size_t j = i;
-      while (j < n && state[j] == kFree) ++j;
-      frags.push_back({false, -1, i, j - i});
-      i = j;
-    } else {
-      ++i;  // stripped whitespace
-    }
+    frags.swap(next);
   }
   return frags;
 }

@@ -69,11 +69,12 @@ struct Fragment {
   size_t len = 0;
 };
 
-/// Splits text at occurrences of control / user-defined / unknown token texts, with the exact
-/// semantics of llama.cpp's tokenizer_st_partition: tokens are taken longest text first (ties: lower
-/// id first); each token splits every raw fragment at its leftmost non-overlapping occurrences;
-/// LSTRIP/RSTRIP attributes drop ASCII whitespace next to the token. Implemented with a byte trie and
-/// one candidate list, so the cost is about O(text * longest token) instead of O(text * tokens).
+/// Splits text at occurrences of control / user-defined / unknown token texts, with the semantics of
+/// llama.cpp's tokenizer_st_partition: tokens are taken longest text first (ties: lower id first);
+/// each token splits every raw fragment at its leftmost non-overlapping occurrences; LSTRIP/RSTRIP
+/// attributes drop ASCII whitespace next to the token inside that fragment. A byte trie first finds
+/// which special tokens occur at all, so only those are searched for: the cost is about
+/// O(text * (longest match + number of distinct special tokens present)).
 class SpecialSplitter {
  public:
   explicit SpecialSplitter(const Vocab& v);
@@ -83,11 +84,11 @@ class SpecialSplitter {
  private:
   struct Node {
     std::vector<std::pair<uint8_t, int32_t>> next;  ///< (byte, node index), unsorted
-    int32_t token = -1;
+    int32_t rank = -1;                              ///< token ending here, by priority rank
   };
   const Vocab& vocab_;
   std::vector<Node> nodes_;
-  std::vector<int32_t> rank_;  ///< per token id: position in the priority order, or -1
+  std::vector<int32_t> order_;  ///< priority rank -> token id
   std::array<bool, 256> first_byte_{};
 };
 
