@@ -3,6 +3,7 @@
 // llama-cpp-python 0.3.16) and the prompts of tests/data/gemma3-270m/kv_f32/golden.json.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -112,6 +113,20 @@ TEST_F(Gemma, RoundTripsValidText) {
       "cd\xc3 e\x80"
       "f \xe2\x82";
   EXPECT_EQ(tok_->decode(tok_->encode(bad, false, false)), bad);  // byte fallback keeps every byte
+}
+
+TEST_F(Gemma, UserDefinedTokensAreSplitEvenWithoutParseSpecial) {
+  // As llama.cpp (checked against the peer data above): user-defined texts such as "\n", runs of
+  // spaces and HTML tags are split out first; control texts such as <end_of_turn> only with
+  // parse_special.
+  const std::vector<int32_t> ids = tok_->encode("<b>x</b>\n\n  y<end_of_turn>", false, false);
+  EXPECT_NE(std::find(ids.begin(), ids.end(), 200), ids.end());  // <b>
+  EXPECT_NE(std::find(ids.begin(), ids.end(), 209), ids.end());  // </b>
+  EXPECT_NE(std::find(ids.begin(), ids.end(), 108), ids.end());  // "\n\n"
+  EXPECT_NE(std::find(ids.begin(), ids.end(), 138), ids.end());  // "  "
+  EXPECT_EQ(std::find(ids.begin(), ids.end(), 106), ids.end());
+  const std::vector<int32_t> sp = tok_->encode("y<end_of_turn>", false, true);
+  EXPECT_EQ(sp.back(), 106);
 }
 
 TEST_F(Gemma, PiecesOfSpecialTokens) {
