@@ -29,18 +29,42 @@ void dequantize_row(GGMLType type, const void* src, float* dst, int64_t n);
 /// activations are quantized once per call (Q8_0 / Q8_K as in ggml) and integer dot products
 /// are used, so results match ggml's to rounding. n_tokens == 1 is the decode (mat-vec) path.
 /// Throws snapkv::Error for an unsupported type or cols not a multiple of its block size.
+///
+/// Numerics (ggml's vec_dot_type per weight type, ggml-cpu.c type_traits_cpu):
+///   Q4_0, Q5_0, Q8_0 -> X as Q8_0 (per 32: d = amax/127 stored as f16, q = round(x*127/amax));
+///   Q4_1, Q5_1 -> Q8_1 (Q8_0 plus s = f16(d * sum q)); Q4_K, Q5_K, Q6_K -> Q8_K (per 256:
+///   d = max/-127 in f32); F16 -> X rounded to f16; BF16 -> X rounded to bf16; F32 -> X as is.
+///   Per block the integer dot product is exact; scales are applied in f32 and accumulated in
+///   f32. Hence |Y - exact| <= sum_c |W[r][c]| * (activation rounding error of c) + f32
+///   accumulation error (tests/quant/test_matmul.cpp states the bound per type).
+/// Determinism: each Y[t][r] is computed by one thread with an operation sequence that does
+/// not depend on the thread count, on n_tokens or on t, so results are bitwise identical
+/// across thread counts and a decode call equals the same row of a batched call. (Different
+/// builds — AVX-512 / AVX2 / scalar — differ in rounding.)
+/// Cost: decode streams W once (memory-bound); prefill reuses each weight block across a
+/// 4-token x 4-row register tile. Y must not alias X or W. Concurrent calls from different
+/// threads are fine (per-thread scratch); called inside an OpenMP parallel region it runs on
+/// the calling thread alone (no nested parallelism), with the same results.
 void matmul(const WeightView& W, const float* X, int64_t n_tokens, float* Y);
 
-/// Dot product of a f32 vector `x` (length n) with row `row` of `W`, dequantizing on the fly
-/// (exact f32 accumulate; a slow reference path for tests and tiny tensors).
+/// Dot product of a f32 vector `x` (length W.cols) with row `row` of `W`, dequantizing on the
+/// fly; x is NOT quantized and the sum is accumulated in double, rounded to f32 once (a slow
+/// reference path for tests and tiny tensors). Throws snapkv::Error for an unsupported type,
+/// a partial block or a row out of range.
 float dot_row_f32(const WeightView& W, int64_t row, const float* x);
 
 /// Converts `n` floats to IEEE half / back (SIMD where available).
 void fp32_to_fp16_row(const float* src, uint16_t* dst, int64_t n);
 void fp16_to_fp32_row(const uint16_t* src, float* dst, int64_t n);
 
-/// Sets the number of threads the kernels use (>= 1).
+/// Sets the number of threads the kernels use (>= 1; omp_set_num_threads). Throws
+/// snapkv::Error for n < 1.
 void set_num_threads(int n);
+/// The thread count the kernels will use (omp_get_max_threads).
 int num_threads();
+
+/// The SIMD level the kernels were compiled for: "avx512-vnni", "avx2" or "scalar"
+/// (compile-time dispatch from the -march flags; SNAPKV_NATIVE=OFF gives "scalar").
+const char* kernel_isa();
 
 }  // namespace snapkv

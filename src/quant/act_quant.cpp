@@ -13,7 +13,7 @@ namespace {
 
 inline float round_f16(float v) { return fp16_to_fp32(fp32_to_fp16(v)); }
 
-inline int8_t to_q8(float v) {
+[[maybe_unused]] inline int8_t to_q8(float v) {
   const long r = std::lrintf(v);  // current rounding mode: nearest, ties to even
   return static_cast<int8_t>(std::clamp(r, -127L, 127L));
 }

@@ -64,11 +64,16 @@ struct KQ45K {
         sc2[r] = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc))));
         mins[r] = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(mn)));
       }
-      __m256i iacc[R][T];
+      // Integer sums are exact, so small tiles split them over kNI accumulators (shorter
+      // dependency chains) without changing any result.
+      constexpr int kNI = R * T <= 2 ? 4 : 1;
+      __m256i iacc[kNI][R][T];
+#pragma GCC unroll 4
+      for (int i = 0; i < kNI; ++i)
 #pragma GCC unroll 8
-      for (int r = 0; r < R; ++r)
+        for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
-        for (int t = 0; t < T; ++t) iacc[r][t] = _mm256_setzero_si256();
+          for (int t = 0; t < T; ++t) iacc[i][r][t] = _mm256_setzero_si256();
 #pragma GCC unroll 4
       for (int j = 0; j < 4; ++j) {
         // int16 broadcast of scale 2j (low nibbles) and 2j+1 (high nibbles).
@@ -93,8 +98,10 @@ struct KQ45K {
             const uint8_t* xb = a[t] + b * kQ8KBlock + 64 * j;
             const __m256i x_lo = _mm256_load_si256(reinterpret_cast<const __m256i*>(xb));
             const __m256i x_hi = _mm256_load_si256(reinterpret_cast<const __m256i*>(xb + 32));
-            iacc[r][t] = madd_i16(iacc[r][t], _mm256_maddubs_epi16(lo, x_lo), s_lo);
-            iacc[r][t] = madd_i16(iacc[r][t], _mm256_maddubs_epi16(hi, x_hi), s_hi);
+            __m256i& i0 = iacc[(2 * j) % kNI][r][t];
+            i0 = madd_i16(i0, _mm256_maddubs_epi16(lo, x_lo), s_lo);
+            __m256i& i1 = iacc[(2 * j + 1) % kNI][r][t];
+            i1 = madd_i16(i1, _mm256_maddubs_epi16(hi, x_hi), s_hi);
           }
         }
       }
@@ -107,7 +114,10 @@ struct KQ45K {
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
           const __m256 mm = _mm256_cvtepi32_ps(_mm256_zextsi128_si256(_mm_madd_epi16(mins[r], bs)));
-          acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[r][t]), _mm256_set1_ps(dw[r] * xd), acc[r][t]);
+          __m256i is = iacc[0][r][t];
+#pragma GCC unroll 4
+          for (int i = 1; i < kNI; ++i) is = _mm256_add_epi32(is, iacc[i][r][t]);
+          acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_set1_ps(dw[r] * xd), acc[r][t]);
           acc[r][t] = _mm256_fnmadd_ps(mm, _mm256_set1_ps(dmw[r] * xd), acc[r][t]);
         }
       }
@@ -191,11 +201,14 @@ struct KQ6K {
         dw[r] = load_f16(blk + kQ6_KD);
         sc16[r] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kQ6_KScales)));
       }
-      __m256i iacc[R][T];
+      constexpr int kNI = R * T <= 2 ? 4 : 1;  // exact integer partial sums, as in KQ45K
+      __m256i iacc[kNI][R][T];
+#pragma GCC unroll 4
+      for (int i = 0; i < kNI; ++i)
 #pragma GCC unroll 8
-      for (int r = 0; r < R; ++r)
+        for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
-        for (int t = 0; t < T; ++t) iacc[r][t] = _mm256_setzero_si256();
+          for (int t = 0; t < T; ++t) iacc[i][r][t] = _mm256_setzero_si256();
 #pragma GCC unroll 2
       for (int h = 0; h < 2; ++h) {
 #pragma GCC unroll 8
@@ -237,7 +250,8 @@ struct KQ6K {
             for (int t = 0; t < T; ++t) {
               const __m256i x =
                   _mm256_load_si256(reinterpret_cast<const __m256i*>(a[t] + b * kQ8KBlock + 128 * h + 32 * k));
-              iacc[r][t] = madd_i16(iacc[r][t], _mm256_maddubs_epi16(q, x), s);
+              __m256i& ia = iacc[cidx % kNI][r][t];
+              ia = madd_i16(ia, _mm256_maddubs_epi16(q, x), s);
             }
           }
         }
@@ -251,7 +265,10 @@ struct KQ6K {
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
           const __m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(sc16[r], bs), 5);  // 32 * sum sc*bsum
-          const __m256i is = _mm256_sub_epi32(iacc[r][t], corr);
+          __m256i is = iacc[0][r][t];
+#pragma GCC unroll 4
+          for (int i = 1; i < kNI; ++i) is = _mm256_add_epi32(is, iacc[i][r][t]);
+          is = _mm256_sub_epi32(is, corr);
           acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_set1_ps(dw[r] * xd), acc[r][t]);
         }
       }

@@ -1,7 +1,8 @@
-// snapkv: the kernels' thread count (OpenMP).
+// snapkv: the kernels' thread count (OpenMP) and compiled SIMD level.
 #include <fmt/format.h>
 #include <omp.h>
 
+#include "quant/simd.h"
 #include "snapkv/error.h"
 #include "snapkv/quant.h"
 
@@ -13,5 +14,7 @@ void set_num_threads(int n) {
 }
 
 int num_threads() { return omp_get_max_threads(); }
+
+const char* kernel_isa() { return quant::isa_name(); }
 
 }  // namespace snapkv

@@ -175,6 +175,30 @@ TEST(Matmul, LongPrefillChunksMatchDecode) {
   }
 }
 
+// Called from inside a parallel region (e.g. one matmul per attention head), each call runs
+// on its own thread and still gives the serial results.
+TEST(Matmul, InsideParallelRegionMatchesSerial) {
+  const GGMLType t = GGMLType::Q8_0;
+  const int64_t rows = 70, cols = 256, n = 5;
+  const auto data = qtest::random_rows(t, rows, cols, 11u);
+  const WeightView W{t, rows, cols, data.data()};
+  std::vector<std::vector<float>> X, Yser, Ypar;
+  for (int k = 0; k < 4; ++k) {
+    X.push_back(random_x(n * cols, 20u + static_cast<uint32_t>(k)));
+    Yser.emplace_back(static_cast<size_t>(n * rows));
+    Ypar.emplace_back(static_cast<size_t>(n * rows));
+    matmul(W, X[k].data(), n, Yser[k].data());
+  }
+#pragma omp parallel for num_threads(2)
+  for (int k = 0; k < 4; ++k) matmul(W, X[k].data(), n, Ypar[k].data());
+  for (int k = 0; k < 4; ++k) EXPECT_EQ(0, std::memcmp(Yser[k].data(), Ypar[k].data(), Yser[k].size() * 4));
+}
+
+TEST(Matmul, KernelIsaIsNamed) {
+  const std::string isa = kernel_isa();
+  EXPECT_TRUE(isa == "avx512-vnni" || isa == "avx2" || isa == "scalar") << isa;
+}
+
 TEST(Matmul, UnsupportedTypeThrowsNamingIt) {
   std::vector<uint8_t> buf(1024);
   std::vector<float> x(256), y(4);
