@@ -149,7 +149,11 @@ TEST_F(Gemma, LongTextIsFast) {
   const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   RecordProperty("gpl3_encode_ms", std::to_string(sec * 1e3));
   std::printf("GPL-3 (%zu bytes) -> %zu tokens in %.1f ms\n", text.size(), ids.size(), sec * 1e3);
-  EXPECT_LT(sec, 0.5);
+#if defined(__SANITIZE_ADDRESS__)
+  EXPECT_LT(sec, 3.0);  // instrumented build
+#else
+  EXPECT_LT(sec, 0.5);  // measured ~35 ms
+#endif
   EXPECT_GT(ids.size(), 7000u);
   EXPECT_EQ(tok_->decode(std::span(ids).subspan(1)), text);
 }
