@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <numeric>
 
 #include "snapkv/error.h"
 
@@ -33,6 +34,20 @@ std::vector<int> layer_windows(const ModelConfig& c) {
   std::vector<int> w(static_cast<size_t>(c.n_layer));
   for (int il = 0; il < c.n_layer; ++il) w[static_cast<size_t>(il)] = c.layer_window(il);
   return w;
+}
+
+// Sliding-window layer after a prefill batch: a later query (position >= the next position)
+// sees only the window - 1 most recent entries, so keep exactly those and release the rest
+// (KVHeadCache::keep reallocates to the exact size). Without this a prefill leaves up to
+// window - 1 + prefill_chunk entries per head, more than kv_cache_bytes_full accounts for.
+void trim_swa_layer(KVLayerCache& layer) {
+  const int64_t keep = layer.window - 1;
+  for (auto& h : layer.heads) {
+    if (h.size() <= keep) continue;
+    std::vector<int32_t> idx(static_cast<size_t>(keep));
+    std::iota(idx.begin(), idx.end(), static_cast<int32_t>(h.size() - keep));
+    h.keep(idx);
+  }
 }
 
 }  // namespace
@@ -216,6 +231,7 @@ std::span<const float> Session::prefill(std::span<const int32_t> tokens, bool co
       const bool full = c.layer_window(il) == 0;
       run_layer(il, pos_.data(), h_.data(), n, full ? window : 0, full && need_all_q);
       if (do_compress && full) compress_layer(il, ci++, n_compress_layers, n, capacity);
+      if (!full) trim_swa_layer(cache_.layer(il));
       if (progress) progress(il + 1, c.n_layer);
     }
     const int64_t V = c.n_vocab;
