@@ -16,12 +16,18 @@ namespace {
 
 struct AttnCase {
   int n_head, n_head_kv, head_dim;
-  int64_t n_q;        // queries (1 = decode kernel)
-  int64_t n_pos;      // cache positions are drawn from [0, n_pos)
-  int window;         // 0 = full
+  int64_t n_q;    // queries (1 = decode kernel)
+  int64_t n_pos;  // cache positions are drawn from [0, n_pos)
+  int window;     // 0 = full
   KVType type;
-  double keep_prob;   // probability that a position is stored in a head (ragged heads)
+  double keep_prob;  // probability that a position is stored in a head (ragged heads)
 };
+
+void PrintTo(const AttnCase& c, std::ostream* os) {
+  *os << "n_head " << c.n_head << " n_head_kv " << c.n_head_kv << " head_dim " << c.head_dim << " n_q " << c.n_q
+      << " n_pos " << c.n_pos << " window " << c.window << (c.type == KVType::F16 ? " f16" : " f32") << " keep "
+      << c.keep_prob;
+}
 
 struct Built {
   KVLayerCache cache;

@@ -30,6 +30,8 @@ struct Case {
   std::string kv;     // kv_f16 | kv_f32
 };
 
+void PrintTo(const Case& c, std::ostream* os) { *os << c.model << " " << c.kv; }
+
 std::string case_name(const testing::TestParamInfo<Case>& info) {
   std::string s = info.param.model + "_" + info.param.kv;
   for (auto& c : s)
@@ -122,8 +124,7 @@ TEST_P(LlamaGolden, LogitsAndGreedyPathMatchLlamaCpp) {
 
 INSTANTIATE_TEST_SUITE_P(Golden, LlamaGolden,
                          testing::Values(Case{"stories260K", "kv_f32"}, Case{"stories260K", "kv_f16"},
-                                         Case{"llama-2-tiny-random", "kv_f32"},
-                                         Case{"llama-2-tiny-random", "kv_f16"}),
+                                         Case{"llama-2-tiny-random", "kv_f32"}, Case{"llama-2-tiny-random", "kv_f16"}),
                          case_name);
 
 }  // namespace

@@ -60,7 +60,8 @@ TEST(Rope, MatchesFormulaNormalAndNeoX) {
           // ggml accumulates theta in float (theta *= theta_scale): ~1e-4 rad at position 4095.
           for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], ref[i], 2e-3) << "pos " << pos << " i " << i;
           for (int h = 0; h < 3; ++h)
-            for (int d = n_rot; d < 16; ++d) EXPECT_EQ(y[static_cast<size_t>(h * 16 + d)], x[static_cast<size_t>(h * 16 + d)]);
+            for (int d = n_rot; d < 16; ++d)
+              EXPECT_EQ(y[static_cast<size_t>(h * 16 + d)], x[static_cast<size_t>(h * 16 + d)]);
         }
       }
     }
