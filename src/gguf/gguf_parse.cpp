@@ -11,6 +11,7 @@
 #include <bit>
 #include <cstring>
 #include <limits>
+#include <new>
 #include <string>
 #include <utility>
 
@@ -331,6 +332,14 @@ class Parser {
 
 }  // namespace
 
-void parse_gguf(GGUFData& out) { Parser(out).run(); }
+void parse_gguf(GGUFData& out) {
+  try {
+    Parser(out).run();
+  } catch (const std::bad_alloc&) {
+    // Counts are bounded by the file size, but a large file of tiny array elements can still
+    // need more memory than there is.
+    throw Error(out.name + ": out of memory while parsing the metadata (file size=" + std::to_string(out.size) + ")");
+  }
+}
 
 }  // namespace snapkv::detail

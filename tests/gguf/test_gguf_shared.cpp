@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -32,6 +32,42 @@ uint64_t byte_sum(const GGUFTensorInfo& t) {
   return s;
 }
 
+std::string trim(const std::string& s) {
+  const size_t a = s.find_first_not_of(' ');
+  if (a == std::string::npos) return "";
+  return s.substr(a, s.find_last_not_of(' ') - a + 1);
+}
+
+/// One listing line of gguf_dump.py, split on its first three '|' separators (no std::regex: GCC 12
+/// warns inside <regex> under -O2 + ASan).
+///   metadata: "  N: TYPE | count | key = value"  or  "  N: [ELEM] | count | key"
+///   tensor:   "  N: n_elements | d0, d1, d2, d3 | TYPE | name"
+struct DumpLine {
+  bool tensor = false;
+  std::string head;  // after "N: "
+  std::string f1, f2, f3;
+};
+
+bool split_dump_line(const std::string& line, DumpLine& out) {
+  const size_t colon = line.find(": ");
+  const size_t p1 = line.find('|');
+  if (colon == std::string::npos || p1 == std::string::npos || colon > p1) return false;
+  const size_t p2 = line.find('|', p1 + 1);
+  if (p2 == std::string::npos) return false;
+  out.head = trim(line.substr(colon + 2, p1 - colon - 2));
+  out.f1 = trim(line.substr(p1 + 1, p2 - p1 - 1));
+  out.tensor = out.f1.find(',') != std::string::npos;
+  if (!out.tensor) {
+    out.f2 = line.substr(p2 + 2);  // "key = value" (a value may contain '|')
+    return true;
+  }
+  const size_t p3 = line.find('|', p2 + 1);
+  if (p3 == std::string::npos) return false;
+  out.f2 = trim(line.substr(p2 + 1, p3 - p2 - 1));
+  out.f3 = trim(line.substr(p3 + 1));
+  return true;
+}
+
 /// Compares a model with the gguf_dump.py listing in golden/<model>/metadata.txt: every key's type,
 /// scalar value and array length, and every tensor's name, dims, element count and type, in order.
 void check_against_dump(const std::string& model) {
@@ -40,61 +76,67 @@ void check_against_dump(const std::string& model) {
   if (!fs::exists(gguf) || !fs::exists(dump)) GTEST_SKIP() << "missing " << gguf << " or " << dump;
   const GGUFFile g = GGUFFile::open(gguf.string());
 
-  const std::regex kv_re(R"(^\s*\d+: (\[?)([A-Z0-9]+)\]?\s*\|\s*(\d+) \| ([^ ]+)(?: = (.*))?$)");
-  const std::regex t_re(R"(^\s*\d+:\s+(\d+) \|\s+(\d+),\s+(\d+),\s+(\d+),\s+(\d+) \| (\w+)\s+\| (\S+)$)");
   std::ifstream in(dump);
   std::string line;
   size_t n_kv = 0;
   size_t n_t = 0;
   uint64_t header_kv = 0;
   uint64_t header_t = 0;
-  std::smatch m;
+  DumpLine d;
   while (std::getline(in, line)) {
-    if (std::regex_match(line, m, t_re)) {
-      SCOPED_TRACE(line);
+    if (!split_dump_line(line, d)) continue;
+    SCOPED_TRACE(line);
+    if (d.tensor) {
       ASSERT_LT(n_t, g.tensors().size());
       const GGUFTensorInfo& t = g.tensors()[n_t++];
-      EXPECT_EQ(t.name, m[7].str());
-      EXPECT_EQ(t.n_elements(), std::stoll(m[1].str()));
+      EXPECT_EQ(t.name, d.f3);
+      EXPECT_EQ(t.n_elements(), std::stoll(d.head));
       std::vector<int64_t> dims = t.dims;
       dims.resize(4, 1);
-      for (int k = 0; k < 4; ++k) EXPECT_EQ(dims[k], std::stoll(m[2 + k].str()));
-      EXPECT_EQ(ggml_type_name(t.type), m[6].str());
+      std::istringstream ds(d.f1);
+      for (int k = 0; k < 4; ++k) {
+        int64_t want = 0;
+        char comma = 0;
+        ds >> want;
+        if (k < 3) ds >> comma;
+        EXPECT_EQ(dims[k], want) << k;
+      }
+      EXPECT_EQ(ggml_type_name(t.type), d.f2);
       EXPECT_EQ(g.find_tensor(t.name), &t);
-    } else if (std::regex_match(line, m, kv_re)) {
-      SCOPED_TRACE(line);
-      const std::string key = m[4].str();
-      const std::string value = m[5].str();
-      if (key == "GGUF.version") {
-        EXPECT_EQ(g.version(), std::stoul(value));
-        continue;
-      }
-      if (key == "GGUF.tensor_count") {
-        header_t = std::stoull(value);
-        continue;
-      }
-      if (key == "GGUF.kv_count") {
-        header_kv = std::stoull(value);
-        continue;
-      }
-      ++n_kv;
-      const GGUFValue* v = g.find(key);
-      ASSERT_NE(v, nullptr) << key;
-      if (!m[1].str().empty()) {
-        EXPECT_EQ(v->type, GGUFValueType::ARRAY);
-        EXPECT_EQ(upper(gguf_value_type_name(v->elem_type)), m[2].str());
-        EXPECT_EQ(v->arr.size(), std::stoull(m[3].str()));
-        continue;
-      }
-      EXPECT_EQ(upper(gguf_value_type_name(v->type)), m[2].str());
-      if (v->type == GGUFValueType::STRING) {
-        ASSERT_GE(value.size(), 2u);
-        EXPECT_EQ(g.get_string(key), value.substr(1, value.size() - 2));
-      } else if (v->is_float()) {
-        EXPECT_EQ(g.get_f64(key), std::stod(value));  // gguf-py prints the exact double
-      } else {
-        EXPECT_EQ(g.get_u64(key), std::stoull(value));
-      }
+      continue;
+    }
+    const size_t eq = d.f2.find(" = ");
+    const std::string key = eq == std::string::npos ? trim(d.f2) : d.f2.substr(0, eq);
+    const std::string value = eq == std::string::npos ? "" : d.f2.substr(eq + 3);
+    if (key == "GGUF.version") {
+      EXPECT_EQ(g.version(), std::stoul(value));
+      continue;
+    }
+    if (key == "GGUF.tensor_count") {
+      header_t = std::stoull(value);
+      continue;
+    }
+    if (key == "GGUF.kv_count") {
+      header_kv = std::stoull(value);
+      continue;
+    }
+    ++n_kv;
+    const GGUFValue* v = g.find(key);
+    ASSERT_NE(v, nullptr) << key;
+    if (d.head.front() == '[') {
+      EXPECT_EQ(v->type, GGUFValueType::ARRAY);
+      EXPECT_EQ(upper(gguf_value_type_name(v->elem_type)), d.head.substr(1, d.head.size() - 2));
+      EXPECT_EQ(v->arr.size(), std::stoull(d.f1));
+      continue;
+    }
+    EXPECT_EQ(upper(gguf_value_type_name(v->type)), d.head);
+    if (v->type == GGUFValueType::STRING) {
+      ASSERT_GE(value.size(), 2u);
+      EXPECT_EQ(g.get_string(key), value.substr(1, value.size() - 2));
+    } else if (v->is_float()) {
+      EXPECT_EQ(g.get_f64(key), std::stod(value));  // gguf-py prints the exact double
+    } else {
+      EXPECT_EQ(g.get_u64(key), std::stoull(value));
     }
   }
   EXPECT_EQ(n_t, g.tensors().size());
