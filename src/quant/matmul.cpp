@@ -13,13 +13,14 @@
 namespace snapkv {
 namespace quant {
 
-uint8_t* act_scratch(size_t bytes) {
+uint8_t* act_scratch(size_t bytes, int slot) {
   struct Buf {
     uint8_t* p = nullptr;
     size_t n = 0;
     ~Buf() { std::free(p); }
   };
-  thread_local Buf buf;
+  thread_local Buf bufs[kScratchSlots];
+  Buf& buf = bufs[slot];
   if (buf.n < bytes) {
     std::free(buf.p);
     buf.p = nullptr;

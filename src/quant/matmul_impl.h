@@ -8,8 +8,11 @@
 
 namespace snapkv::quant {
 
-/// 64-byte aligned per-thread scratch of at least `bytes` (reused across calls).
-uint8_t* act_scratch(size_t bytes);
+inline constexpr int kScratchSlots = 3;
+/// 64-byte aligned per-thread scratch of at least `bytes` (reused across calls); slots
+/// 0..kScratchSlots-1 are independent buffers (0: activations, 1: their token-lane copy,
+/// 2: unpacked weights, one per worker thread).
+uint8_t* act_scratch(size_t bytes, int slot = 0);
 
 void matmul_q4_0(const WeightView& W, const float* X, int64_t n_tokens, float* Y);
 void matmul_q4_1(const WeightView& W, const float* X, int64_t n_tokens, float* Y);

@@ -1,13 +1,19 @@
 // snapkv: matmul for Q4_K, Q5_K, Q6_K weights (activations -> Q8_K).
 #include "quant/act_quant.h"
 #include "quant/kern_kquants.h"
+#include "quant/kern_lanes_k.h"
 #include "quant/matmul_impl.h"
 #include "quant/tiling.h"
 
 namespace snapkv::quant {
 namespace {
 
-template <class K>
+#if defined(SNAPKV_VNNI)
+inline constexpr int64_t kLaneMinTokens = 8;  ///< from this many tokens on: token-lane kernel
+#endif
+
+/// K: the pair kernel (kern_kquants.h); L: the token-lane policy (kern_lanes_k.h).
+template <class K, class L>
 void run(const WeightView& W, const float* X, int64_t n_tokens, float* Y) {
   const size_t stride = q8k_row_stride(W.cols);
   uint8_t* act = act_scratch(stride * static_cast<size_t>(n_tokens));
@@ -15,6 +21,12 @@ void run(const WeightView& W, const float* X, int64_t n_tokens, float* Y) {
   for (int64_t t = 0; t < n_tokens; ++t) {
     quantize_q8k_row(X + t * W.cols, W.cols, act + static_cast<size_t>(t) * stride);
   }
+#if defined(SNAPKV_VNNI)
+  if (n_tokens >= kLaneMinTokens) {
+    run_lanes<L>(W, act, stride, n_tokens, Y);
+    return;
+  }
+#endif
   TileCtx c;
   c.w = W.data;
   c.w_stride = W.row_bytes();
@@ -28,8 +40,18 @@ void run(const WeightView& W, const float* X, int64_t n_tokens, float* Y) {
 
 }  // namespace
 
-void matmul_q4_k(const WeightView& W, const float* X, int64_t n, float* Y) { run<KQ45K<false>>(W, X, n, Y); }
-void matmul_q5_k(const WeightView& W, const float* X, int64_t n, float* Y) { run<KQ45K<true>>(W, X, n, Y); }
-void matmul_q6_k(const WeightView& W, const float* X, int64_t n, float* Y) { run<KQ6K>(W, X, n, Y); }
+#if defined(SNAPKV_VNNI)
+using L4 = LaneQ45K<false>;
+using L5 = LaneQ45K<true>;
+using L6 = LaneQ6K;
+#else
+using L4 = void;
+using L5 = void;
+using L6 = void;
+#endif
+
+void matmul_q4_k(const WeightView& W, const float* X, int64_t n, float* Y) { run<KQ45K<false>, L4>(W, X, n, Y); }
+void matmul_q5_k(const WeightView& W, const float* X, int64_t n, float* Y) { run<KQ45K<true>, L5>(W, X, n, Y); }
+void matmul_q6_k(const WeightView& W, const float* X, int64_t n, float* Y) { run<KQ6K, L6>(W, X, n, Y); }
 
 }  // namespace snapkv::quant

@@ -1,11 +1,16 @@
 // snapkv: matmul for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 weights (activations -> Q8_0 / Q8_1).
 #include "quant/act_quant.h"
+#include "quant/kern_lanes.h"
 #include "quant/kern_legacy.h"
 #include "quant/matmul_impl.h"
 #include "quant/tiling.h"
 
 namespace snapkv::quant {
 namespace {
+
+#if defined(SNAPKV_VNNI)
+inline constexpr int64_t kLaneMinTokens = 8;  ///< from this many tokens on: token-lane kernel
+#endif
 
 template <class U>
 void run(const WeightView& W, const float* X, int64_t n_tokens, float* Y) {
@@ -16,6 +21,12 @@ void run(const WeightView& W, const float* X, int64_t n_tokens, float* Y) {
   for (int64_t t = 0; t < n_tokens; ++t) {
     quantize_q8_row(X + t * W.cols, W.cols, K::act_offset(), U::kMin, act + static_cast<size_t>(t) * stride);
   }
+#if defined(SNAPKV_VNNI)
+  if (n_tokens >= kLaneMinTokens) {
+    run_lanes<LaneLegacy<U>>(W, act, stride, n_tokens, Y);
+    return;
+  }
+#endif
   TileCtx c;
   c.w = W.data;
   c.w_stride = W.row_bytes();

@@ -1,0 +1,120 @@
+// snapkv: token-lane prefill kernels (AVX-512 VNNI) for the 32-element block types.
+//
+// For many tokens the pair kernels of kern_legacy.h spend most of their time on per-pair
+// float work (convert, scale, accumulate 16 lanes of one (row, token) pair). Here the 16
+// lanes of a register are 16 tokens instead: per block and row,
+//   isum[16 tokens] = corr + sum_g dpbusd(broadcast(u[4g..4g+3]), x[16 tokens][4g..4g+3])
+//   acc[16 tokens]  = fma(float(isum), d_w * d_x[16 tokens], acc)     (+ m_w * s_x, Q4_1/Q5_1)
+// so the float work is shared by 16 tokens and the integer products need no reduction.
+// Activations are transposed once per call into 16-token tiles ("lane layout"); a tile of
+// kLaneRows weight rows is unpacked to unsigned bytes once and reused for every token tile.
+// Per (row, token) the result is one f32 accumulator updated once per block in block order:
+// it does not depend on the lane, the tile or the thread (bitwise invariant to thread count
+// and to the token's position), but it rounds differently from the pair kernels used for
+// decode (n_tokens == 1), by a few f32 ulps of the accumulated terms.
+#pragma once
+
+#include <cstring>
+
+#include "quant/act_quant.h"
+#include "quant/blocks.h"
+#include "quant/kern_legacy.h"
+#include "quant/lane_driver.h"
+#include "quant/simd.h"
+
+namespace snapkv::quant {
+
+// Per (token tile, block): x quants transposed to 8 groups x 16 tokens x 4 bytes, then per
+// token: corr (i32, -offset * sum of the block's quants), d (f32), s (f32, Q8_1).
+inline constexpr size_t kLaneXq = 512;
+inline constexpr size_t kLaneCorr = 512;
+inline constexpr size_t kLaneD = 576;
+inline constexpr size_t kLaneS = 640;
+inline constexpr size_t kLaneBlock = 704;
+
+/// Transposes token tile `tile` (tokens 16*tile .. +15, missing ones zero) from Q8 rows
+/// (act_quant.h layout, stride a_stride) into the lane layout at `out`.
+inline void build_lane_tile(const uint8_t* act, size_t a_stride, int64_t n_tokens, int64_t cols, int64_t tile,
+                            uint8_t* out) {
+  const int64_t nb = cols / 32;
+  std::memset(out, 0, static_cast<size_t>(nb) * kLaneBlock);
+  for (int l = 0; l < kLanes; ++l) {
+    const int64_t t = tile * kLanes + l;
+    if (t >= n_tokens) break;
+    const uint8_t* row = act + static_cast<size_t>(t) * a_stride;
+    const auto* s = reinterpret_cast<const float*>(row + q8_s_offset(cols));
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* src = row + q8_block_offset(b);
+      uint8_t* dst = out + static_cast<size_t>(b) * kLaneBlock;
+      for (int g = 0; g < 8; ++g) std::memcpy(dst + g * 64 + 4 * l, src + 4 * g, 4);
+      int32_t corr[8], total = 0;
+      std::memcpy(corr, src + kQ8Corr, sizeof(corr));
+      for (const int32_t c : corr) total += c;
+      std::memcpy(dst + kLaneCorr + 4 * l, &total, 4);
+      std::memcpy(dst + kLaneD + 4 * l, src + kQ8Dv, 4);
+      std::memcpy(dst + kLaneS + 4 * l, &s[b], 4);
+    }
+  }
+}
+
+#if defined(SNAPKV_VNNI)
+
+/// The lane_driver.h policy for reader U (kern_legacy.h). Unpacked entry (64 bytes):
+/// u8 u[32] (unsigned quants) | f32 d | f32 m.
+template <class U>
+struct LaneLegacy {
+  static constexpr int64_t kBlock = 32;
+  static constexpr size_t kTileBlockBytes = kLaneBlock;
+  static constexpr size_t kEntryBytes = 64;
+  static constexpr bool kCorr = KLegacy<U>::act_offset() != 0;
+
+  static void build_tile(const uint8_t* act, size_t a_stride, int64_t n_tokens, int64_t cols, int64_t tile,
+                         uint8_t* out) {
+    build_lane_tile(act, a_stride, n_tokens, cols, tile, out);
+  }
+  static void unpack(const uint8_t* blk, uint8_t* e) {
+    __m256i u = U::u(blk);
+    if constexpr (U::kSigned) u = _mm256_xor_si256(u, _mm256_set1_epi8(static_cast<char>(0x80)));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(e), u);
+    const float d = U::d(blk), m = U::m(blk);
+    std::memcpy(e + 32, &d, 4);
+    std::memcpy(e + 36, &m, 4);
+  }
+  static void zero(uint8_t* e) { std::memset(e, 0, kEntryBytes); }
+
+  static void tile(const uint8_t* entries, const uint8_t* xt, int64_t nb, float (&out)[kLaneRows][kLanes]) {
+    __m512 acc[kLaneRows];
+#pragma GCC unroll 16
+    for (int r = 0; r < kLaneRows; ++r) acc[r] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* xb = xt + static_cast<size_t>(b) * kLaneBlock;
+      __m512i xv[8];
+#pragma GCC unroll 8
+      for (int g = 0; g < 8; ++g) xv[g] = _mm512_load_si512(xb + 64 * g);
+      const __m512 xd = _mm512_load_ps(xb + kLaneD);
+      const uint8_t* eb = entries + static_cast<size_t>(b) * kLaneRows * kEntryBytes;
+#pragma GCC unroll 16
+      for (int r = 0; r < kLaneRows; ++r) {
+        const uint8_t* e = eb + r * kEntryBytes;
+        __m512i is = kCorr ? _mm512_load_si512(xb + kLaneCorr) : _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; ++g) {
+          is = _mm512_dpbusd_epi32(is, _mm512_set1_epi32(static_cast<int>(load_u32(e + 4 * g))), xv[g]);
+        }
+        float d, m;
+        std::memcpy(&d, e + 32, 4);
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(_mm512_set1_ps(d), xd), acc[r]);
+        if constexpr (U::kMin) {
+          std::memcpy(&m, e + 36, 4);
+          acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(m), _mm512_load_ps(xb + kLaneS), acc[r]);
+        }
+      }
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < kLaneRows; ++r) _mm512_storeu_ps(out[r], acc[r]);
+  }
+};
+
+#endif  // SNAPKV_VNNI
+
+}  // namespace snapkv::quant

@@ -1,0 +1,250 @@
+// snapkv: token-lane prefill kernels (AVX-512 VNNI) for the K-quants (see lane_driver.h).
+// Per super-block, row and 16 tokens:
+//   Q4_K/Q5_K: isum = sum_j sc[j] * sum_g dpbusd(u[32j+4g..], x[..]);  msum = sum_j m[j] * bsum32[j]
+//              acc = fma(float(isum), d*dx, acc); acc = fnmadd(float(msum), dmin*dx, acc)
+//   Q6_K:      isum = sum_g sc[g] * dot16_g - 32 * sum_g sc[g] * bsum16[g];  acc = fma(float(isum), d*dx, acc)
+// with the integer parts exact (as ggml_vec_dot_q*_K_q8_K).
+#pragma once
+
+#include <cstring>
+
+#include "quant/act_quant.h"
+#include "quant/blocks.h"
+#include "quant/kern_kquants.h"
+#include "quant/lane_driver.h"
+#include "quant/simd.h"
+
+namespace snapkv::quant {
+
+// Lane layout of one token tile for one super-block:
+//   x quants: 64 groups x 16 tokens x 4 bytes | d[16] f32 | bsum16 pairs [8][16] i32
+//   (lo = bsum16[2i], hi = bsum16[2i+1]) | bsum32 pairs [4][16] i32.
+inline constexpr size_t kLaneKXq = 0;
+inline constexpr size_t kLaneKD = 4096;
+inline constexpr size_t kLaneKBs16 = 4160;
+inline constexpr size_t kLaneKBs32 = 4672;
+inline constexpr size_t kLaneKBlock = 4928;
+
+/// Transposes token tile `tile` of Q8_K rows (act_quant.h) into the lane layout.
+inline void build_lane_tile_k(const uint8_t* act, size_t a_stride, int64_t n_tokens, int64_t cols, int64_t tile,
+                              uint8_t* out) {
+  const int64_t nb = cols / 256;
+  std::memset(out, 0, static_cast<size_t>(nb) * kLaneKBlock);
+  auto pair = [](int16_t lo, int16_t hi) {
+    return static_cast<uint32_t>(static_cast<uint16_t>(lo)) | (static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16);
+  };
+  for (int l = 0; l < kLanes; ++l) {
+    const int64_t t = tile * kLanes + l;
+    if (t >= n_tokens) break;
+    const uint8_t* row = act + static_cast<size_t>(t) * a_stride;
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* src = row + static_cast<size_t>(b) * kQ8KBlock;
+      uint8_t* dst = out + static_cast<size_t>(b) * kLaneKBlock;
+      for (int g = 0; g < 64; ++g) std::memcpy(dst + kLaneKXq + 64 * g + 4 * l, src + 4 * g, 4);
+      std::memcpy(dst + kLaneKD + 4 * l, src + kQ8KD, 4);
+      int16_t bs16[16], bs32[8];
+      std::memcpy(bs16, src + kQ8KBsum16, sizeof(bs16));
+      std::memcpy(bs32, src + kQ8KBsum32, sizeof(bs32));
+      for (int i = 0; i < 8; ++i) {
+        const uint32_t p = pair(bs16[2 * i], bs16[2 * i + 1]);
+        std::memcpy(dst + kLaneKBs16 + 64 * i + 4 * l, &p, 4);
+      }
+      for (int i = 0; i < 4; ++i) {
+        const uint32_t p = pair(bs32[2 * i], bs32[2 * i + 1]);
+        std::memcpy(dst + kLaneKBs32 + 64 * i + 4 * l, &p, 4);
+      }
+    }
+  }
+}
+
+#if defined(SNAPKV_VNNI)
+
+// Unpacked (row, super-block) entry: u8 u[256] (unsigned quants in element order) |
+// i32 sc[16] @256 | i32 pairs[8] @320 (int16 pairs: mins for Q4_K/Q5_K, scales for Q6_K) |
+// f32 d @352 | f32 dmin @356.
+inline constexpr size_t kEntSc = 256;
+inline constexpr size_t kEntPairs = 320;
+inline constexpr size_t kEntD = 352;
+inline constexpr size_t kEntDmin = 356;
+
+inline uint32_t i16_pair(int lo, int hi) {
+  return static_cast<uint32_t>(static_cast<uint16_t>(lo)) | (static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16);
+}
+
+SNAPKV_INLINE __m512i bcast32(const uint8_t* p) { return _mm512_set1_epi32(static_cast<int>(load_u32(p))); }
+SNAPKV_INLINE __m512 bcastf(const uint8_t* p) {
+  float f;
+  std::memcpy(&f, p, 4);
+  return _mm512_set1_ps(f);
+}
+
+template <bool kFive>
+struct LaneQ45K {
+  static constexpr int64_t kBlock = 256;
+  static constexpr size_t kTileBlockBytes = kLaneKBlock;
+  static constexpr size_t kEntryBytes = 384;
+  static constexpr int kQs = kFive ? kQ5_KQs : kQ4_KQs;
+
+  static void build_tile(const uint8_t* act, size_t a_stride, int64_t n_tokens, int64_t cols, int64_t tile,
+                         uint8_t* out) {
+    build_lane_tile_k(act, a_stride, n_tokens, cols, tile, out);
+  }
+  static void unpack(const uint8_t* blk, uint8_t* e) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int j = 0; j < 4; ++j) {
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + kQs + 32 * j));
+      __m256i lo = _mm256_and_si256(q, m4);
+      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+      if constexpr (kFive) {
+        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + kQ5_KQh));
+        const __m256i one = _mm256_set1_epi8(1);
+        lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * j), one), 4));
+        hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * j + 1), one), 4));
+      }
+      _mm256_store_si256(reinterpret_cast<__m256i*>(e + 64 * j), lo);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(e + 64 * j + 32), hi);
+    }
+    uint8_t sc[8], mn[8];
+    decode_k4_scales(blk + 4, sc, mn);
+    for (int j = 0; j < 8; ++j) {
+      const int32_t v = sc[j];
+      std::memcpy(e + kEntSc + 4 * j, &v, 4);
+    }
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t p = i16_pair(mn[2 * i], mn[2 * i + 1]);
+      std::memcpy(e + kEntPairs + 4 * i, &p, 4);
+    }
+    const float d = load_f16(blk), dmin = load_f16(blk + 2);
+    std::memcpy(e + kEntD, &d, 4);
+    std::memcpy(e + kEntDmin, &dmin, 4);
+  }
+  static void zero(uint8_t* e) { std::memset(e, 0, kEntryBytes); }
+
+  static void tile(const uint8_t* entries, const uint8_t* xt, int64_t nb, float (&out)[kLaneRows][kLanes]) {
+    __m512 acc[kLaneRows];
+#pragma GCC unroll 16
+    for (int r = 0; r < kLaneRows; ++r) acc[r] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* xs = xt + static_cast<size_t>(b) * kLaneKBlock;
+      const uint8_t* eb = entries + static_cast<size_t>(b) * kLaneRows * kEntryBytes;
+      __m512i isum[kLaneRows];
+#pragma GCC unroll 16
+      for (int r = 0; r < kLaneRows; ++r) isum[r] = _mm512_setzero_si512();
+      for (int j = 0; j < 8; ++j) {  // sub-blocks of 32
+        __m512i xv[8];
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; ++g) xv[g] = _mm512_load_si512(xs + kLaneKXq + 64 * (8 * j + g));
+#pragma GCC unroll 16
+        for (int r = 0; r < kLaneRows; ++r) {
+          const uint8_t* e = eb + r * kEntryBytes;
+          __m512i is = _mm512_setzero_si512();
+#pragma GCC unroll 8
+          for (int g = 0; g < 8; ++g) is = _mm512_dpbusd_epi32(is, bcast32(e + 32 * j + 4 * g), xv[g]);
+          isum[r] = _mm512_add_epi32(isum[r], _mm512_mullo_epi32(is, bcast32(e + kEntSc + 4 * j)));
+        }
+      }
+      const __m512 xd = _mm512_load_ps(xs + kLaneKD);
+#pragma GCC unroll 16
+      for (int r = 0; r < kLaneRows; ++r) {
+        const uint8_t* e = eb + r * kEntryBytes;
+        __m512i ms = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; ++i) {
+          ms = _mm512_dpwssd_epi32(ms, _mm512_load_si512(xs + kLaneKBs32 + 64 * i), bcast32(e + kEntPairs + 4 * i));
+        }
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r]), _mm512_mul_ps(bcastf(e + kEntD), xd), acc[r]);
+        acc[r] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ms), _mm512_mul_ps(bcastf(e + kEntDmin), xd), acc[r]);
+      }
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < kLaneRows; ++r) _mm512_storeu_ps(out[r], acc[r]);
+  }
+};
+
+struct LaneQ6K {
+  static constexpr int64_t kBlock = 256;
+  static constexpr size_t kTileBlockBytes = kLaneKBlock;
+  static constexpr size_t kEntryBytes = 384;
+
+  static void build_tile(const uint8_t* act, size_t a_stride, int64_t n_tokens, int64_t cols, int64_t tile,
+                         uint8_t* out) {
+    build_lane_tile_k(act, a_stride, n_tokens, cols, tile, out);
+  }
+  static void unpack(const uint8_t* blk, uint8_t* e) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i m30 = _mm256_set1_epi8(0x30);
+    for (int h = 0; h < 2; ++h) {
+      const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + kQ6_KQl + 64 * h));
+      const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + kQ6_KQl + 64 * h + 32));
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + kQ6_KQh + 32 * h));
+      const __m256i q[4] = {
+          _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
+          _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                          _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
+      };
+      for (int k = 0; k < 4; ++k) _mm256_store_si256(reinterpret_cast<__m256i*>(e + 128 * h + 32 * k), q[k]);
+    }
+    const auto* sc = reinterpret_cast<const int8_t*>(blk + kQ6_KScales);
+    for (int g = 0; g < 16; ++g) {
+      const int32_t v = sc[g];
+      std::memcpy(e + kEntSc + 4 * g, &v, 4);
+    }
+    for (int i = 0; i < 8; ++i) {
+      const uint32_t p = i16_pair(sc[2 * i], sc[2 * i + 1]);
+      std::memcpy(e + kEntPairs + 4 * i, &p, 4);
+    }
+    const float d = load_f16(blk + kQ6_KD);
+    std::memcpy(e + kEntD, &d, 4);
+  }
+  static void zero(uint8_t* e) { std::memset(e, 0, kEntryBytes); }
+
+  static void tile(const uint8_t* entries, const uint8_t* xt, int64_t nb, float (&out)[kLaneRows][kLanes]) {
+    __m512 acc[kLaneRows];
+#pragma GCC unroll 16
+    for (int r = 0; r < kLaneRows; ++r) acc[r] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* xs = xt + static_cast<size_t>(b) * kLaneKBlock;
+      const uint8_t* eb = entries + static_cast<size_t>(b) * kLaneRows * kEntryBytes;
+      __m512i isum[kLaneRows];
+#pragma GCC unroll 16
+      for (int r = 0; r < kLaneRows; ++r) isum[r] = _mm512_setzero_si512();
+      for (int c = 0; c < 8; ++c) {  // chunks of 32 = scale groups 2c, 2c+1
+        __m512i xv[8];
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; ++g) xv[g] = _mm512_load_si512(xs + kLaneKXq + 64 * (8 * c + g));
+#pragma GCC unroll 16
+        for (int r = 0; r < kLaneRows; ++r) {
+          const uint8_t* e = eb + r * kEntryBytes;
+          __m512i i0 = _mm512_setzero_si512(), i1 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+          for (int g = 0; g < 4; ++g) {
+            i0 = _mm512_dpbusd_epi32(i0, bcast32(e + 32 * c + 4 * g), xv[g]);
+            i1 = _mm512_dpbusd_epi32(i1, bcast32(e + 32 * c + 16 + 4 * g), xv[4 + g]);
+          }
+          isum[r] = _mm512_add_epi32(isum[r], _mm512_mullo_epi32(i0, bcast32(e + kEntSc + 8 * c)));
+          isum[r] = _mm512_add_epi32(isum[r], _mm512_mullo_epi32(i1, bcast32(e + kEntSc + 8 * c + 4)));
+        }
+      }
+      const __m512 xd = _mm512_load_ps(xs + kLaneKD);
+#pragma GCC unroll 16
+      for (int r = 0; r < kLaneRows; ++r) {
+        const uint8_t* e = eb + r * kEntryBytes;
+        __m512i corr = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; ++i) {
+          corr = _mm512_dpwssd_epi32(corr, _mm512_load_si512(xs + kLaneKBs16 + 64 * i), bcast32(e + kEntPairs + 4 * i));
+        }
+        const __m512i is = _mm512_sub_epi32(isum[r], _mm512_slli_epi32(corr, 5));
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(bcastf(e + kEntD), xd), acc[r]);
+      }
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < kLaneRows; ++r) _mm512_storeu_ps(out[r], acc[r]);
+  }
+};
+
+#endif  // SNAPKV_VNNI
+
+}  // namespace snapkv::quant
