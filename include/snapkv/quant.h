@@ -38,13 +38,17 @@ void dequantize_row(GGMLType type, const void* src, float* dst, int64_t n);
 ///   f32. Hence |Y - exact| <= sum_c |W[r][c]| * (activation rounding error of c) + f32
 ///   accumulation error (tests/quant/test_matmul.cpp states the bound per type).
 /// Determinism: each Y[t][r] is computed by one thread with an operation sequence that does
-/// not depend on the thread count, on n_tokens or on t, so results are bitwise identical
-/// across thread counts and a decode call equals the same row of a batched call. (Different
-/// builds — AVX-512 / AVX2 / scalar — differ in rounding.)
-/// Cost: decode streams W once (memory-bound); prefill reuses each weight block across a
-/// 4-token x 4-row register tile. Y must not alias X or W. Concurrent calls from different
-/// threads are fine (per-thread scratch); called inside an OpenMP parallel region it runs on
-/// the calling thread alone (no nested parallelism), with the same results.
+/// not depend on the thread count or on the token's position in X, so results are bitwise
+/// identical across thread counts. Two kernel families serve a call: the decode family
+/// (n_tokens < 8, and every call without AVX-512 VNNI) and, with AVX-512 VNNI, the token-lane
+/// prefill family for quantized W and n_tokens >= 8; within a family a token's result is
+/// bitwise the same in any batch, across families it differs by f32 rounding only (both
+/// satisfy the bound above). Builds (AVX-512 / AVX2 / scalar) differ in rounding too.
+/// Cost: decode streams W once (memory-bound); prefill unpacks each tile of 8 weight rows once
+/// and multiplies it with 16 tokens per register (4 x 4 register tiles without VNNI).
+/// Y must not alias X or W. Concurrent calls from different threads are fine (per-thread
+/// scratch); called inside an OpenMP parallel region it runs on the calling thread alone (no
+/// nested parallelism), with the same results.
 void matmul(const WeightView& W, const float* X, int64_t n_tokens, float* Y);
 
 /// Dot product of a f32 vector `x` (length W.cols) with row `row` of `W`, dequantizing on the
