@@ -51,8 +51,8 @@ class GGUFWriter {
   /// than the GGUF default 32 is recorded as the `general.alignment` (uint32) key.
   explicit GGUFWriter(uint32_t alignment = 32);
 
-  /// Adds a metadata key. Throws snapkv::Error on an empty or duplicate key, or on the reserved
-  /// key `general.alignment` (set through the constructor).
+  /// Adds a metadata key. Throws snapkv::Error on an empty, over-long (> 65535 bytes) or duplicate key, or on the
+  /// reserved key `general.alignment` (set through the constructor).
   void add(std::string key, GGUFWriterValue value);
   void add_u8(std::string key, uint8_t v) { add(std::move(key), GGUFWriterValue::u8(v)); }
   void add_i8(std::string key, int8_t v) { add(std::move(key), GGUFWriterValue::i8(v)); }

@@ -91,6 +91,7 @@ GGUFWriter::GGUFWriter(uint32_t alignment) : alignment_(alignment) {
 
 void GGUFWriter::add(std::string key, GGUFWriterValue value) {
   if (key.empty()) throw Error("GGUFWriter: empty metadata key");
+  if (key.size() > 65535) throw Error(fmt::format("GGUFWriter: metadata key too long (key length={})", key.size()));
   if (key == "general.alignment") {
     throw Error("GGUFWriter: set general.alignment through the constructor (key=general.alignment)");
   }

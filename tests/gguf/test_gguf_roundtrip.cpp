@@ -287,6 +287,7 @@ TEST(GGUFWriter, RejectsBadInput) {
   w.add_u32("k", 1);
   EXPECT_NE(error_of([&] { w.add_u32("k", 2); }).find("duplicate metadata key (key=k)"), std::string::npos);
   EXPECT_NE(error_of([&] { w.add_u32("general.alignment", 64); }), "");
+  EXPECT_NE(error_of([&] { w.add_u32(std::string(65536, 'k'), 1); }).find("key length=65536"), std::string::npos);
   EXPECT_NE(error_of([] {
               V::array(T::INT32, {V::i32(1), V::u32(2)});
             }).find("element 1 has type uint32"),
