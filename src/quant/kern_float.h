@@ -121,4 +121,57 @@ struct KFloat {
   }
 };
 
+#if defined(SNAPKV_AVX512F) && defined(__AVX512BF16__)
+/// BF16 weights with AVX512-BF16: the activations are stored as bf16 (act row = u16[cols])
+/// and vdpbf16ps accumulates 32 products per instruction into 16 f32 lanes per pair.
+struct KBF16Dot {
+  static constexpr int kR = 4;
+  static constexpr int kRDecode = 1;
+  static constexpr int kT = 4;
+
+  template <int R, int T>
+  static void tile(const TileCtx& c, int64_t r0, int64_t t0) {
+    const uint8_t* w[R];
+    const uint8_t* x[T];
+    for (int r = 0; r < R; ++r) w[r] = c.w + static_cast<size_t>(r0 + r) * c.w_stride;
+    for (int t = 0; t < T; ++t) x[t] = c.act + static_cast<size_t>(t0 + t) * c.a_stride;
+    __m512 acc[R][T];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= c.cols; i += 32) {
+      __m512i wv[R];
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) wv[r] = _mm512_loadu_si512(w[r] + 2 * i);
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        const __m512i xv = _mm512_loadu_si512(x[t] + 2 * i);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) acc[r][t] = _mm512_dpbf16_ps(acc[r][t], (__m512bh)wv[r], (__m512bh)xv);
+      }
+    }
+    float res[R][T];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) res[r][t] = _mm512_reduce_add_ps(acc[r][t]);
+    if (i < c.cols) {
+      float tail[R][T] = {};
+      for (; i < c.cols; ++i) {
+        for (int r = 0; r < R; ++r) {
+          const float wv = bf16_to_fp32(load_u16(w[r] + 2 * i));
+          for (int t = 0; t < T; ++t) tail[r][t] += wv * bf16_to_fp32(load_u16(x[t] + 2 * i));
+        }
+      }
+      for (int r = 0; r < R; ++r)
+        for (int t = 0; t < T; ++t) res[r][t] += tail[r][t];
+    }
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < T; ++t) c.y[(t0 + t) * c.y_stride + r0 + r] = res[r][t];
+  }
+};
+#endif
+
 }  // namespace snapkv::quant

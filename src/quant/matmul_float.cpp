@@ -41,6 +41,28 @@ void run(const WeightView& W, const float* X, int64_t n_tokens, float* Y) {
 
 void matmul_f32(const WeightView& W, const float* X, int64_t n, float* Y) { run<FKind::F32>(W, X, n, Y); }
 void matmul_f16(const WeightView& W, const float* X, int64_t n, float* Y) { run<FKind::F16>(W, X, n, Y); }
-void matmul_bf16(const WeightView& W, const float* X, int64_t n, float* Y) { run<FKind::BF16>(W, X, n, Y); }
+void matmul_bf16(const WeightView& W, const float* X, int64_t n, float* Y) {
+#if defined(SNAPKV_AVX512F) && defined(__AVX512BF16__)
+  // Activations as bf16 (round-to-nearest-even, as ggml converts them) for vdpbf16ps.
+  const size_t stride = round_up64(static_cast<size_t>(W.cols) * sizeof(uint16_t));
+  uint8_t* act = act_scratch(stride * static_cast<size_t>(n));
+#pragma omp parallel for schedule(static) if (n >= 8)
+  for (int64_t t = 0; t < n; ++t) {
+    auto* out = reinterpret_cast<uint16_t*>(act + static_cast<size_t>(t) * stride);
+    for (int64_t i = 0; i < W.cols; ++i) out[i] = fp32_to_bf16(X[t * W.cols + i]);
+  }
+  TileCtx c;
+  c.w = W.data;
+  c.w_stride = W.row_bytes();
+  c.act = act;
+  c.a_stride = stride;
+  c.cols = W.cols;
+  c.y = Y;
+  c.y_stride = W.rows;
+  run_tiles<KBF16Dot>(c, W.rows, n);
+#else
+  run<FKind::BF16>(W, X, n, Y);
+#endif
+}
 
 }  // namespace snapkv::quant
