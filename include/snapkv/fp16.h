@@ -44,7 +44,8 @@ inline float fp16_to_fp32(uint16_t h) {
 /// binary32 -> binary16 with round-to-nearest-even (same as F16C `_cvtss_sh(x, 0)`).
 inline uint16_t fp32_to_fp16(float f) {
 #if defined(__F16C__)
-  return _cvtss_sh(f, 0);
+  // Not _cvtss_sh: under clang it expands to a compound literal (-Wc99-extensions).
+  return static_cast<uint16_t>(_mm_extract_epi16(_mm_cvtps_ph(_mm_set_ss(f), 0), 0));
 #else
   uint32_t x;
   std::memcpy(&x, &f, 4);
