@@ -53,6 +53,7 @@ class AttentionWorkspace {
   std::vector<float> q16_;                  ///< queries rounded to F16 precision [max_queries][n_head][head_dim]
   std::vector<float> thread_;               ///< prefill: per-thread block buffers
   std::vector<double> thread_sums_;         ///< prefill: per-thread softmax sums
+  std::vector<const float*> thread_rows_;   ///< prefill: per-thread query row pointers
   size_t thread_floats_ = 0;                ///< prefill: floats of one thread's buffers
 };
 

@@ -1,0 +1,199 @@
+// Blocked causal attention for prefill (several queries): blocks of query rows x blocks of keys
+// with an online softmax (Dao et al. 2022, FlashAttention, Alg. 1), so the memory used is
+// O(rows x key block) whatever the prompt length.
+#include "attention/prefill.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "attention/simd.h"
+
+namespace snapkv::attn {
+
+namespace {
+
+constexpr int kKeyBlock = 64;   // keys per block
+constexpr int kMaxTokens = 16;  // query tokens per block (fewer for large GQA groups)
+constexpr int kTargetRows = 64;
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+int block_tokens(int G) { return std::clamp(kTargetRows / G, 1, kMaxTokens); }
+
+int64_t lower_index(const int32_t* pos, int64_t n, int64_t p) {
+  return std::lower_bound(pos, pos + n, p, [](int32_t a, int64_t b) { return a < b; }) - pos;
+}
+int64_t upper_index(const int32_t* pos, int64_t n, int64_t p) {
+  return std::upper_bound(pos, pos + n, p, [](int64_t a, int32_t b) { return a < b; }) - pos;
+}
+
+}  // namespace
+
+size_t prefill_block_rows(const AttentionParams& p) {
+  const int G = p.n_head / p.n_head_kv;
+  return static_cast<size_t>(block_tokens(G)) * static_cast<size_t>(G);
+}
+
+size_t prefill_thread_floats(const AttentionParams& p) {
+  const size_t rows = prefill_block_rows(p);
+  const auto hd = static_cast<size_t>(p.head_dim);
+  return 2 * kKeyBlock * hd + rows * kKeyBlock + rows * hd + rows;
+}
+
+void attention_prefill(const AttentionParams& p, const float* q, const int32_t* q_pos, int64_t n_q,
+                       const KVLayerCache& cache, float* out, float* thread_scratch, size_t thread_floats,
+                       double* thread_sums, const float** thread_rows) {
+  const int G = p.n_head / p.n_head_kv;
+  const int hd = p.head_dim;
+  const int QB = block_tokens(G);
+  const size_t max_rows = prefill_block_rows(p);
+  const int64_t nqb = (n_q + QB - 1) / QB;
+  const int64_t n_tasks = nqb * p.n_head_kv;
+  const bool f16 = cache.heads[0].type() == KVType::F16;
+  const bool exact_dot = f16 && hd < kExactDotBelow;
+
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t task = 0; task < n_tasks; ++task) {
+    const int g = static_cast<int>(task / nqb);
+    const int64_t t0 = (task % nqb) * QB;
+    const int64_t t1 = std::min(n_q, t0 + QB);
+    const int nrows = static_cast<int>(t1 - t0) * G;
+    const auto tid = static_cast<size_t>(omp_get_thread_num());
+    float* Kf = thread_scratch + tid * thread_floats;
+    float* Vf = Kf + kKeyBlock * hd;
+    float* S = Vf + kKeyBlock * hd;  // [rows][kKeyBlock] scores, then probabilities
+    float* acc = S + max_rows * kKeyBlock;
+    float* m = acc + max_rows * static_cast<size_t>(hd);
+    double* l = thread_sums + tid * max_rows;
+    const float** qrows = thread_rows + tid * max_rows;
+    // Row r = (token t0 + r / G, query head g * G + r % G).
+    for (int r = 0; r < nrows; ++r) qrows[r] = q + ((t0 + r / G) * p.n_head + g * G + r % G) * hd;
+
+    const KVHeadCache& hc = cache.heads[static_cast<size_t>(g)];
+    const int32_t* P = hc.pos_data();
+    int64_t qmin = q_pos[t0], qmax = q_pos[t0];
+    for (int64_t t = t0; t < t1; ++t) {
+      qmin = std::min<int64_t>(qmin, q_pos[t]);
+      qmax = std::max<int64_t>(qmax, q_pos[t]);
+    }
+    const int64_t j_end = upper_index(P, hc.size(), qmax);
+    const int64_t j_begin = p.window > 0 ? lower_index(P, j_end, qmin - p.window + 1) : 0;
+
+    std::fill(acc, acc + static_cast<size_t>(nrows) * hd, 0.0f);
+    std::fill(m, m + nrows, kNegInf);
+    std::fill(l, l + nrows, 0.0);
+
+    // Key block [kb, kb + nk) as f32 rows (converted from F16 into the thread's buffers).
+    auto load = [&](int64_t kb, int nk, bool with_v, const float*& Kb, const float*& Vb) {
+      if (f16) {
+        f16_to_f32(static_cast<const uint16_t*>(hc.k_data()) + kb * hd, Kf, nk * hd);
+        if (with_v) f16_to_f32(static_cast<const uint16_t*>(hc.v_data()) + kb * hd, Vf, nk * hd);
+        Kb = Kf;
+        Vb = Vf;
+      } else {
+        Kb = static_cast<const float*>(hc.k_data()) + kb * hd;
+        Vb = static_cast<const float*>(hc.v_data()) + kb * hd;
+      }
+    };
+    // S = scale * Q K^T with the causal / sliding-window mask (-inf); returns nothing, the row
+    // maxima are taken by the callers.
+    auto scores = [&](int64_t kb, int nk, const float* Kb) {
+      if (exact_dot) {
+        for (int r = 0; r < nrows; ++r)
+          for (int j = 0; j < nk; ++j)
+            S[static_cast<size_t>(r) * kKeyBlock + j] = dot_f32_acc64(qrows[r], Kb + static_cast<size_t>(j) * hd, hd);
+      } else {
+        qk_tile(qrows, nrows, Kb, nk, hd, S, kKeyBlock);
+      }
+      for (int r = 0; r < nrows; ++r) {
+        const int64_t qp = q_pos[t0 + r / G];
+        float* Sr = S + static_cast<size_t>(r) * kKeyBlock;
+        for (int j = 0; j < nk; ++j) {
+          const int64_t kp = P[kb + j];
+          Sr[j] = (kp > qp || (p.window > 0 && qp - kp >= p.window)) ? kNegInf : p.scale * Sr[j];
+        }
+      }
+    };
+
+    if (!f16) {
+      // One pass: acc and l are rescaled whenever a row's running max grows.
+      for (int64_t kb = j_begin; kb < j_end; kb += kKeyBlock) {
+        const int nk = static_cast<int>(std::min<int64_t>(kKeyBlock, j_end - kb));
+        const float *Kb, *Vb;
+        load(kb, nk, true, Kb, Vb);
+        scores(kb, nk, Kb);
+        for (int r = 0; r < nrows; ++r) {
+          float* Sr = S + static_cast<size_t>(r) * kKeyBlock;
+          float rmax = kNegInf;
+          for (int j = 0; j < nk; ++j) rmax = std::max(rmax, Sr[j]);
+          if (rmax == kNegInf) {
+            std::fill(Sr, Sr + nk, 0.0f);
+            continue;
+          }
+          const float m_new = std::max(m[r], rmax);
+          if (m[r] != kNegInf && m_new != m[r]) {
+            const float corr = std::exp(m[r] - m_new);
+            l[r] *= static_cast<double>(corr);
+            scale_f32(acc + static_cast<size_t>(r) * hd, corr, hd);
+          }
+          double lsum = 0.0;
+          for (int j = 0; j < nk; ++j) {
+            const float e = Sr[j] == kNegInf ? 0.0f : std::exp(Sr[j] - m_new);
+            Sr[j] = e;
+            lsum += static_cast<double>(e);
+          }
+          l[r] += lsum;
+          m[r] = m_new;
+        }
+        pv_tile(S, kKeyBlock, nrows, Vb, nk, hd, acc);
+      }
+      for (int r = 0; r < nrows; ++r)
+        scale_f32(acc + static_cast<size_t>(r) * hd, l[r] > 0.0 ? static_cast<float>(1.0 / l[r]) : 0.0f, hd);
+    } else {
+      // F16 cache: like ggml, the normalized probabilities are rounded to F16 before the V
+      // product, so the final max and sum are needed first: pass 1 computes them (online),
+      // pass 2 recomputes the scores and accumulates round_f16(p) * v.
+      for (int64_t kb = j_begin; kb < j_end; kb += kKeyBlock) {
+        const int nk = static_cast<int>(std::min<int64_t>(kKeyBlock, j_end - kb));
+        const float *Kb, *Vb;
+        load(kb, nk, false, Kb, Vb);
+        scores(kb, nk, Kb);
+        for (int r = 0; r < nrows; ++r) {
+          const float* Sr = S + static_cast<size_t>(r) * kKeyBlock;
+          float rmax = kNegInf;
+          for (int j = 0; j < nk; ++j) rmax = std::max(rmax, Sr[j]);
+          if (rmax == kNegInf) continue;
+          const float m_new = std::max(m[r], rmax);
+          if (m[r] != kNegInf && m_new != m[r]) l[r] *= std::exp(static_cast<double>(m[r]) - m_new);
+          double lsum = 0.0;
+          for (int j = 0; j < nk; ++j)
+            if (Sr[j] != kNegInf) lsum += static_cast<double>(std::exp(Sr[j] - m_new));
+          l[r] += lsum;
+          m[r] = m_new;
+        }
+      }
+      // l becomes the normalizer 1/sum, rounded to float as ggml's soft_max does.
+      for (int r = 0; r < nrows; ++r) l[r] = l[r] > 0.0 ? static_cast<float>(1.0 / l[r]) : 0.0f;
+      for (int64_t kb = j_begin; kb < j_end; kb += kKeyBlock) {
+        const int nk = static_cast<int>(std::min<int64_t>(kKeyBlock, j_end - kb));
+        const float *Kb, *Vb;
+        load(kb, nk, true, Kb, Vb);
+        scores(kb, nk, Kb);
+        for (int r = 0; r < nrows; ++r) {
+          float* Sr = S + static_cast<size_t>(r) * kKeyBlock;
+          const auto inv = static_cast<float>(l[r]);
+          for (int j = 0; j < nk; ++j) Sr[j] = Sr[j] == kNegInf ? 0.0f : round_f16(std::exp(Sr[j] - m[r]) * inv);
+        }
+        pv_tile(S, kKeyBlock, nrows, Vb, nk, hd, acc);
+      }
+    }
+    for (int r = 0; r < nrows; ++r) {
+      float* o = out + ((t0 + r / G) * p.n_head + g * G + r % G) * hd;
+      std::copy(acc + static_cast<size_t>(r) * hd, acc + static_cast<size_t>(r + 1) * hd, o);
+    }
+  }
+}
+
+}  // namespace snapkv::attn

@@ -1,0 +1,28 @@
+// Internal: the blocked (flash-attention-style) prefill kernel of snapkv::attention().
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "snapkv/attention.h"
+
+namespace snapkv::attn {
+
+/// With an F16 cache, rows shorter than this are dotted with double accumulation, like ggml's
+/// vec_dot_f16 does for rows shorter than its SIMD step (64 with AVX-512); F16 x F16 products are
+/// exact in f32, so the scores then equal ggml's bit for bit.
+constexpr int kExactDotBelow = 64;
+
+/// Query rows (tokens x heads of one KV group) processed together by one task.
+size_t prefill_block_rows(const AttentionParams& p);
+/// Floats of one thread's block buffers.
+size_t prefill_thread_floats(const AttentionParams& p);
+
+/// Attention of n_q > 1 queries (already rounded to F16 precision for an F16 cache). Per-thread
+/// scratch: thread_scratch[threads][thread_floats], thread_sums[threads][rows],
+/// thread_rows[threads][rows] with rows = prefill_block_rows(p).
+void attention_prefill(const AttentionParams& p, const float* q, const int32_t* q_pos, int64_t n_q,
+                       const KVLayerCache& cache, float* out, float* thread_scratch, size_t thread_floats,
+                       double* thread_sums, const float** thread_rows);
+
+}  // namespace snapkv::attn
