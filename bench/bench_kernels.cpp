@@ -6,10 +6,11 @@
 //                               matmul with n_tokens = 1; GB/s counts weight bytes
 //   Prefill/<type>/<what>/<rows>x<cols>/n:N/threads:T
 //                               matmul with n_tokens = N; GFLOP/s = 2*rows*cols*N / time
-//   Quantize/...                activation quantization alone
 // Shapes: Gemma 3 270M Q4_K_M (n_embd 640, n_ff 2048, q 1024 rows, k/v 256, vocab 262144 Q8_0)
 // with its tensor types, the synthetic SmolLM2-shaped Q8_0 model (576 / 1536 / 49152), and
 // large "stream" matrices (> L3) per type to measure memory-bound decode.
+// Counters are computed from wall time; on a shared machine compare the cpu_time column
+// (single-thread runs) or use repetitions and the "_min" aggregate.
 // Run: build/bench_kernels [--benchmark_filter=Decode] [--benchmark_min_time=0.1]
 //        [--benchmark_repetitions=5 --benchmark_report_aggregates_only=true]  (see "_min")
 #include <benchmark/benchmark.h>
