@@ -54,6 +54,7 @@ class AttentionWorkspace {
   std::vector<float> thread_;               ///< prefill: per-thread block buffers
   std::vector<double> thread_sums_;         ///< prefill: per-thread softmax sums
   std::vector<const float*> thread_rows_;   ///< prefill: per-thread query row pointers
+  std::vector<float> score_cache_;          ///< prefill, F16 cache: per-thread scores kept between passes
   size_t thread_floats_ = 0;                ///< prefill: floats of one thread's buffers
 };
 

@@ -85,8 +85,10 @@ void attention(const AttentionParams& p, const float* q, const int32_t* q_pos, i
     if (ws.thread_.size() < threads * ws.thread_floats_) ws.thread_.resize(threads * ws.thread_floats_);
     if (ws.thread_sums_.size() < threads * rows) ws.thread_sums_.resize(threads * rows);
     if (ws.thread_rows_.size() < threads * rows) ws.thread_rows_.resize(threads * rows);
+    if (f16 && ws.score_cache_.size() < threads * rows * attn::kScoreCacheKeys)
+      ws.score_cache_.resize(threads * rows * attn::kScoreCacheKeys);
     attn::attention_prefill(p, qa, q_pos, n_q, cache, out, ws.thread_.data(), ws.thread_floats_, ws.thread_sums_.data(),
-                            ws.thread_rows_.data());
+                            ws.thread_rows_.data(), ws.score_cache_.data());
     return;
   }
 

@@ -44,7 +44,7 @@ size_t prefill_thread_floats(const AttentionParams& p) {
 
 void attention_prefill(const AttentionParams& p, const float* q, const int32_t* q_pos, int64_t n_q,
                        const KVLayerCache& cache, float* out, float* thread_scratch, size_t thread_floats,
-                       double* thread_sums, const float** thread_rows) {
+                       double* thread_sums, const float** thread_rows, float* score_cache_all) {
   const int G = p.n_head / p.n_head_kv;
   const int hd = p.head_dim;
   const int QB = block_tokens(G);
@@ -68,6 +68,7 @@ void attention_prefill(const AttentionParams& p, const float* q, const int32_t* 
     float* m = acc + max_rows * static_cast<size_t>(hd);
     double* l = thread_sums + tid * max_rows;
     const float** qrows = thread_rows + tid * max_rows;
+    float* score_cache = f16 ? score_cache_all + tid * max_rows * kScoreCacheKeys : nullptr;
     // Row r = (token t0 + r / G, query head g * G + r % G).
     for (int r = 0; r < nrows; ++r) qrows[r] = q + ((t0 + r / G) * p.n_head + g * G + r % G) * hd;
 
@@ -154,7 +155,10 @@ void attention_prefill(const AttentionParams& p, const float* q, const int32_t* 
     } else {
       // F16 cache: like ggml, the normalized probabilities are rounded to F16 before the V
       // product, so the final max and sum are needed first: pass 1 computes them (online),
-      // pass 2 recomputes the scores and accumulates round_f16(p) * v.
+      // pass 2 accumulates round_f16(p) * v. Pass 1 keeps the scores when the visible key range
+      // fits the thread's score cache (kScoreCacheKeys), otherwise pass 2 recomputes them.
+      const int64_t span = j_end - j_begin;
+      const bool cached = span <= kScoreCacheKeys;
       for (int64_t kb = j_begin; kb < j_end; kb += kKeyBlock) {
         const int nk = static_cast<int>(std::min<int64_t>(kKeyBlock, j_end - kb));
         const float *Kb, *Vb;
@@ -162,6 +166,7 @@ void attention_prefill(const AttentionParams& p, const float* q, const int32_t* 
         scores(kb, nk, Kb);
         for (int r = 0; r < nrows; ++r) {
           const float* Sr = S + static_cast<size_t>(r) * kKeyBlock;
+          if (cached) std::copy(Sr, Sr + nk, score_cache + static_cast<size_t>(r) * kScoreCacheKeys + (kb - j_begin));
           float rmax = kNegInf;
           for (int j = 0; j < nk; ++j) rmax = std::max(rmax, Sr[j]);
           if (rmax == kNegInf) continue;
@@ -179,8 +184,17 @@ void attention_prefill(const AttentionParams& p, const float* q, const int32_t* 
       for (int64_t kb = j_begin; kb < j_end; kb += kKeyBlock) {
         const int nk = static_cast<int>(std::min<int64_t>(kKeyBlock, j_end - kb));
         const float *Kb, *Vb;
-        load(kb, nk, true, Kb, Vb);
-        scores(kb, nk, Kb);
+        load(kb, nk, !cached, Kb, Vb);
+        if (cached) {
+          f16_to_f32(static_cast<const uint16_t*>(hc.v_data()) + kb * hd, Vf, nk * hd);
+          Vb = Vf;
+          for (int r = 0; r < nrows; ++r) {
+            const float* src = score_cache + static_cast<size_t>(r) * kScoreCacheKeys + (kb - j_begin);
+            std::copy(src, src + nk, S + static_cast<size_t>(r) * kKeyBlock);
+          }
+        } else {
+          scores(kb, nk, Kb);
+        }
         for (int r = 0; r < nrows; ++r) {
           float* Sr = S + static_cast<size_t>(r) * kKeyBlock;
           const auto inv = static_cast<float>(l[r]);

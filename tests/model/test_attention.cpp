@@ -135,7 +135,9 @@ INSTANTIATE_TEST_SUITE_P(
         AttnCase{8, 4, 8, 37, 300, 0, KVType::F32, 0.6}, AttnCase{8, 4, 8, 37, 300, 0, KVType::F16, 0.6},
         AttnCase{4, 1, 256, 40, 400, 0, KVType::F32, 1.0}, AttnCase{4, 1, 256, 40, 400, 0, KVType::F16, 1.0},
         AttnCase{4, 1, 64, 70, 200, 33, KVType::F32, 0.8}, AttnCase{4, 1, 64, 70, 200, 33, KVType::F16, 0.8},
-        AttnCase{6, 3, 12, 17, 90, 5, KVType::F32, 0.4}, AttnCase{2, 2, 4, 5, 5, 0, KVType::F32, 1.0}));
+        AttnCase{6, 3, 12, 17, 90, 5, KVType::F32, 0.4}, AttnCase{2, 2, 4, 5, 5, 0, KVType::F32, 1.0},
+        // F16 prefill whose visible range exceeds the kept-scores cache (scores recomputed)
+        AttnCase{4, 2, 64, 20, 5000, 0, KVType::F16, 1.0}, AttnCase{4, 2, 64, 20, 5000, 4500, KVType::F16, 1.0}));
 
 TEST(Attention, QueryWithoutVisibleKeysGetsZeros) {
   // One head holding positions {0, 1, 2}; a window of 2 and a query at position 10 sees nothing.
