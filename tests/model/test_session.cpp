@@ -9,6 +9,7 @@
 #include "golden_util.h"
 #include "snapkv/error.h"
 #include "snapkv/model.h"
+#include "snapkv/quant.h"
 #include "snapkv/session.h"
 
 namespace snapkv {
@@ -81,6 +82,29 @@ TEST(Session, DecodeEqualsPrefillOfOneMoreToken) {
     EXPECT_EQ(a.n_past(), 120);
     EXPECT_EQ(a.kv_cache().bytes(), b.kv_cache().bytes());
   }
+}
+
+TEST(Session, ThreadCountDoesNotChangeResults) {
+  // Every kernel reduces in a fixed order whatever the thread count: results are bitwise equal.
+  auto tokens = long_prompt();
+  for (const KVType t : {KVType::F32, KVType::F16}) {
+    std::vector<std::vector<float>> outs;
+    for (const int threads : {1, 2}) {
+      set_num_threads(threads);
+      SessionOptions o;
+      o.kv_type = t;
+      Session s(stories(), o);
+      std::vector<float> all;
+      s.prefill(tokens, false, &all);
+      for (int i = 0; i < 4; ++i) {
+        const auto d = s.decode(300 + i);
+        all.insert(all.end(), d.begin(), d.end());
+      }
+      outs.push_back(std::move(all));
+    }
+    EXPECT_EQ(outs[0], outs[1]);
+  }
+  set_num_threads(1);
 }
 
 TEST(Session, CacheByteAccountingIsExact) {
