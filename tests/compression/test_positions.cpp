@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <ostream>
 #include <set>
 
 #include "compression_util.h"
@@ -26,6 +27,11 @@ struct DecodeCase {
   KVType kv;
   double tol;  // max |engine - reference| / max(1, max |reference|)
 };
+
+// Readable ctest names (gtest would otherwise print the struct's bytes).
+void PrintTo(const DecodeCase& c, std::ostream* os) {
+  *os << c.press << (c.kv == KVType::F16 ? " f16" : " f32") << " tol " << c.tol;
+}
 
 std::string decode_case_name(const testing::TestParamInfo<DecodeCase>& i) {
   return i.param.press + (i.param.kv == KVType::F16 ? "_f16" : "_f32");
