@@ -198,8 +198,10 @@ def main() -> None:
                 reports = []
                 try:
                     for _ in range(a.reps):
-                        reports.append(bl.run_snapkv(a.snapkv, args, timeout=a.timeout, check=False))
+                        with bl.Contention() as busy:
+                            reports.append(bl.run_snapkv(a.snapkv, args, timeout=a.timeout, check=False))
                         r = reports[-1]
+                        r["other_cpu_share"] = busy.share
                         print(f"{key} {want:6d} {press:6s} prompt {r['n_prompt_tokens']} decode "
                               f"{r['decode_tokens_per_s']:.1f} tok/s ttft {r['ttft_ms']:.0f} ms", file=sys.stderr, flush=True)
                 except bl.RunError as e:
@@ -242,6 +244,9 @@ def main() -> None:
         print("\n\\* capped: prompt + generated tokens limited to the model's training context (--no-cap lifts it).")
     print("\nMiB read/token = weight bytes read per decoded token + KV bytes held after the run; "
           "bound = bandwidth / that; achieved = decode tok/s / bound.")
+    shares = [r["other_cpu_share"] for x in raw for r in x["reports"] if r.get("other_cpu_share") is not None]
+    if shares:
+        print(f"Other processes' share of the CPUs during the runs: at most {100 * max(shares):.0f}%.")
     if a.json_out:
         a.json_out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(a).items()}, "bandwidth_gbs": bw,
                                           "results": raw}, indent=1))

@@ -30,6 +30,7 @@ import json
 import pathlib
 import sys
 import tempfile
+import time
 
 import benchlib as bl
 
@@ -46,6 +47,9 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--text", type=pathlib.Path, default=None, help="prompt source text (default GPL-3)")
     ap.add_argument("--llama-only", action="store_true", help="measure llama.cpp only (no snapkv binary needed)")
     ap.add_argument("--allow-token-mismatch", action="store_true", help="continue when the peers tokenize differently")
+    ap.add_argument("--max-contention", type=float, default=0.10,
+                    help="redo a run when other processes used more than this share of all CPUs during it (1: never)")
+    ap.add_argument("--max-tries", type=int, default=10, help="attempts per measurement under --max-contention")
     ap.add_argument("--json-out", type=pathlib.Path, default=None, help="also write every raw measurement here")
     a = ap.parse_args()
     if a.threads < 1 or a.n_gen < 2 or a.reps < 1:
@@ -101,27 +105,36 @@ def main() -> None:
             n_ctx = n + a.n_gen
             order = ["snapkv", "llama.cpp"] if rep % 2 == 0 else ["llama.cpp", "snapkv"]
             for peer in order:
-                if peer == "snapkv":
-                    if a.llama_only:
-                        continue
-                    r = bl.run_snapkv(
-                        a.snapkv,
-                        ["-m", a.model, "-f", prompts[n]["file"], "-n", a.n_gen, "-t", a.threads, "--temp", "0",
-                         "--ignore-eos", "-c", n_ctx, "--kv-type", a.kv_type, "--press", "none"],
-                    )
-                else:
-                    r = bl.run_llamacpp(
-                        {"model": str(a.model), "token_ids": prompts[n]["ids"], "n_gen": a.n_gen, "threads": a.threads,
-                         "n_ctx": n_ctx, "kv_type": a.kv_type, "n_batch": 512, "n_ubatch": 512}
-                    )
+                if peer == "snapkv" and a.llama_only:
+                    continue
+                for attempt in range(a.max_tries):
+                    with bl.Contention() as busy:
+                        if peer == "snapkv":
+                            r = bl.run_snapkv(
+                                a.snapkv,
+                                ["-m", a.model, "-f", prompts[n]["file"], "-n", a.n_gen, "-t", a.threads, "--temp", "0",
+                                 "--ignore-eos", "-c", n_ctx, "--kv-type", a.kv_type, "--press", "none"],
+                            )
+                        else:
+                            r = bl.run_llamacpp(
+                                {"model": str(a.model), "token_ids": prompts[n]["ids"], "n_gen": a.n_gen,
+                                 "threads": a.threads, "n_ctx": n_ctx, "kv_type": a.kv_type, "n_batch": 512, "n_ubatch": 512}
+                            )
+                    r["other_cpu_share"] = busy.share
+                    if busy.share is None or busy.share <= a.max_contention:
+                        break
+                    print(f"  {peer} {n}: other processes used {100 * busy.share:.0f}% of the CPUs; "
+                          f"retry {attempt + 1}/{a.max_tries}", file=sys.stderr, flush=True)
+                    time.sleep(5)
                 if r["n_prompt_tokens"] != n:
                     bl.fail(f"{peer} reports {r['n_prompt_tokens']} prompt tokens, expected {n}")
                 if r["n_generated_tokens"] != a.n_gen:
                     bl.fail(f"{peer} generated {r['n_generated_tokens']} tokens, expected {a.n_gen}")
                 raw[n][peer].append(r)
+                share = "?" if busy.share is None else f"{100 * busy.share:.0f}%"
                 print(
                     f"rep {rep + 1}/{a.reps} {n:6d} tok {peer:9s} prefill {r['prefill_tokens_per_s']:8.1f} tok/s  "
-                    f"decode {r['decode_tokens_per_s']:7.1f} tok/s",
+                    f"decode {r['decode_tokens_per_s']:7.1f} tok/s  (other CPU use {share})",
                     file=sys.stderr,
                     flush=True,
                 )
@@ -156,6 +169,10 @@ def main() -> None:
         "\nratio = snapkv / llama.cpp (> 1: snapkv faster). Decode tok/s = (n_gen - 1) single-token "
         "steps / their time; TTFT includes prefill. llama.cpp timings: llama_perf_context."
     )
+    shares = [r["other_cpu_share"] for n in lengths for p in raw[n].values() for r in p if r["other_cpu_share"] is not None]
+    if shares:
+        print(f"Other processes' share of the CPUs during the kept runs: at most {100 * max(shares):.0f}% "
+              f"(--max-contention {a.max_contention:g}).")
     if a.json_out:
         a.json_out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(a).items()}, "results": raw}, indent=1))
 

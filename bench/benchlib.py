@@ -16,6 +16,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import time
 from typing import Callable, Sequence
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -250,6 +251,38 @@ def text_with_tokens_estimated(counter: SnapkvTokenCounter, source: str, n_token
     sample = repeated(source, MAX_ARG_BYTES)[: MAX_ARG_BYTES // 2]
     chars_per_token = len(sample) / counter(sample)
     return repeated(source, int(n_tokens * chars_per_token) + 1)[: int(n_tokens * chars_per_token)], None
+
+
+def _busy_jiffies() -> int | None:
+    """Non-idle CPU time of the whole machine so far, in clock ticks (/proc/stat)."""
+    try:
+        f = [int(x) for x in pathlib.Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return sum(f) - f[3] - (f[4] if len(f) > 4 else 0)  # minus idle and iowait
+
+
+class Contention:
+    """Measures how much CPU *other* processes used while a child process ran.
+
+    share = (machine busy time - CPU time of our children) / (wall time x logical CPUs):
+    0 on an idle machine, ~1 when other work kept every CPU busy. Use as a context manager;
+    read `.share` afterwards (None when /proc/stat is unavailable).
+    """
+
+    def __enter__(self) -> "Contention":
+        self._b0, self._c0, self._t0 = _busy_jiffies(), os.times(), time.perf_counter()
+        self.share = None
+        return self
+
+    def __exit__(self, *exc) -> None:
+        b1, c1, wall = _busy_jiffies(), os.times(), time.perf_counter() - self._t0
+        if self._b0 is None or b1 is None or wall <= 0:
+            return
+        busy = (b1 - self._b0) / os.sysconf("SC_CLK_TCK")
+        ours = (c1.children_user - self._c0.children_user) + (c1.children_system - self._c0.children_system)
+        ours += (c1.user - self._c0.user) + (c1.system - self._c0.system)
+        self.share = max(0.0, (busy - ours) / (wall * (os.cpu_count() or 1)))
 
 
 class RunError(RuntimeError):
