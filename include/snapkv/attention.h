@@ -43,19 +43,18 @@ class AttentionWorkspace {
                         AttentionWorkspace&);
   int64_t max_keys_;
   int64_t max_queries_;
-  std::vector<float> scores_;               ///< decode: [n_head][max_keys] scores, then exponentials
-  std::vector<float> partial_;              ///< decode: [n_head][n_key_blocks][head_dim] partial outputs
-  std::vector<float> blk_max_;              ///< decode: [n_head][n_key_blocks]
-  std::vector<double> blk_sum_;             ///< decode: [n_head][n_key_blocks]
-  std::vector<float> head_max_, head_inv_;  ///< decode: [n_head]
-  std::vector<int64_t> task_off_;           ///< decode: [n_head_kv + 1] first block task of each KV head
-  std::vector<int64_t> j_begin_, j_end_;    ///< decode: [n_head_kv] visible entry range
-  std::vector<float> q16_;                  ///< queries rounded to F16 precision [max_queries][n_head][head_dim]
-  std::vector<float> thread_;               ///< prefill: per-thread block buffers
-  std::vector<double> thread_sums_;         ///< prefill: per-thread softmax sums
-  std::vector<const float*> thread_rows_;   ///< prefill: per-thread query row pointers
-  std::vector<float> score_cache_;          ///< prefill, F16 cache: per-thread scores kept between passes
-  size_t thread_floats_ = 0;                ///< prefill: floats of one thread's buffers
+  std::vector<float> scores_;              ///< decode: [n_head][max_keys] scores, then exponentials
+  std::vector<float> partial_;             ///< decode: [n_head][n_key_blocks][head_dim] partial outputs
+  std::vector<float> blk_max_;             ///< decode: [n_head][n_key_blocks]
+  std::vector<double> blk_sum_;            ///< decode: [n_head][n_key_blocks]
+  std::vector<int64_t> task_off_;          ///< decode: [n_head_kv + 1] first block task of each KV head
+  std::vector<int64_t> j_begin_, j_end_;   ///< decode: [n_head_kv] visible entry range
+  std::vector<float> q16_;                 ///< queries rounded to F16 precision [max_queries][n_head][head_dim]
+  std::vector<float> thread_;              ///< prefill: per-thread block buffers
+  std::vector<double> thread_sums_;        ///< prefill: per-thread softmax sums
+  std::vector<const float*> thread_rows_;  ///< prefill: per-thread query row pointers
+  std::vector<float> score_cache_;         ///< prefill, F16 cache: per-thread scores kept between passes
+  size_t thread_floats_ = 0;               ///< prefill: floats of one thread's buffers
 };
 
 /// Attention of `n_q` queries over the entries of `cache` (all heads of one layer).

@@ -46,8 +46,6 @@ AttentionWorkspace::AttentionWorkspace(const AttentionParams& shape, int64_t max
   partial_.resize(nh * nb * hd);
   blk_max_.resize(nh * nb);
   blk_sum_.resize(nh * nb);
-  head_max_.resize(nh);
-  head_inv_.resize(nh);
   task_off_.resize(static_cast<size_t>(shape.n_head_kv) + 1);
   j_begin_.resize(static_cast<size_t>(shape.n_head_kv));
   j_end_.resize(static_cast<size_t>(shape.n_head_kv));
@@ -75,7 +73,7 @@ void attention(const AttentionParams& p, const float* q, const int32_t* q_pos, i
   const float* qa = q;
   if (f16) {
     float* q16 = ws.q16_.data();
-    for (size_t i = 0; i < q_floats; ++i) q16[i] = attn::round_f16(q[i]);
+    attn::round_f16_row(q, q16, static_cast<int64_t>(q_floats));
     qa = q16;
   }
 
@@ -121,8 +119,6 @@ void attention(const AttentionParams& p, const float* q, const int32_t* q_pos, i
   float* partial = ws.partial_.data();
   float* bmax = ws.blk_max_.data();
   double* bsum = ws.blk_sum_.data();
-  float* hmax = ws.head_max_.data();
-  float* hinv = ws.head_inv_.data();
   const int64_t max_keys = ws.max_keys_;
 
   auto task_range = [&](int64_t task, int& g, int64_t& b, int64_t& j0, int64_t& j1) {
@@ -132,7 +128,19 @@ void attention(const AttentionParams& p, const float* q, const int32_t* q_pos, i
     j1 = std::min(JE[g], j0 + kDecodeBlock);
   };
 
-  const bool par = total_keys * G * hd >= 32768;
+  // Below ~256K multiply-adds a parallel region costs more than it saves (and much more when the
+  // other core is busy); the phases need two barriers.
+  const bool par = total_keys * G * hd >= (int64_t{1} << 18);
+  auto head_max = [&](int h, int g) {
+    float mx = kNegInf;
+    for (int64_t b = 0; b < off[g + 1] - off[g]; ++b) mx = std::max(mx, bmax[static_cast<size_t>(h) * nb_max + b]);
+    return mx;
+  };
+  auto head_inv = [&](int h, int g) {
+    double sum = 0.0;
+    for (int64_t b = 0; b < off[g + 1] - off[g]; ++b) sum += bsum[static_cast<size_t>(h) * nb_max + b];
+    return sum > 0.0 ? static_cast<float>(1.0 / sum) : 0.0f;
+  };
 #pragma omp parallel if (par)
   {
     // 1. scores and per-block maxima
@@ -155,22 +163,14 @@ void attention(const AttentionParams& p, const float* q, const int32_t* q_pos, i
           } else {
             d = attn::dot_f32(qv, static_cast<const float*>(hc.k_data()) + j * hd, hd);
           }
-          const float s = p.scale * d;
-          sr[j - JB[g]] = s;
-          mx = std::max(mx, s);
+          const float sc = p.scale * d;
+          sr[j - JB[g]] = sc;
+          mx = std::max(mx, sc);
         }
         bmax[static_cast<size_t>(h) * nb_max + b] = mx;
       }
     }
-    // 2. per-head maximum
-#pragma omp for schedule(static)
-    for (int h = 0; h < p.n_head; ++h) {
-      const int g = h / G;
-      float mx = kNegInf;
-      for (int64_t b = 0; b < off[g + 1] - off[g]; ++b) mx = std::max(mx, bmax[static_cast<size_t>(h) * nb_max + b]);
-      hmax[h] = mx;
-    }
-    // 3. exponentials and per-block sums (double, as ggml's soft_max)
+    // 2. exponentials against the head's maximum, and per-block sums (double, as ggml's soft_max)
 #pragma omp for schedule(static)
     for (int64_t task = 0; task < n_tasks; ++task) {
       int g;
@@ -178,25 +178,18 @@ void attention(const AttentionParams& p, const float* q, const int32_t* q_pos, i
       task_range(task, g, b, j0, j1);
       for (int hh = 0; hh < G; ++hh) {
         const int h = g * G + hh;
+        const float mx = head_max(h, g);
         float* sr = scores + static_cast<size_t>(h) * max_keys;
         double sum = 0.0;
         for (int64_t j = j0; j < j1; ++j) {
-          const float e = std::exp(sr[j - JB[g]] - hmax[h]);
+          const float e = std::exp(sr[j - JB[g]] - mx);
           sr[j - JB[g]] = e;
           sum += static_cast<double>(e);
         }
         bsum[static_cast<size_t>(h) * nb_max + b] = sum;
       }
     }
-    // 4. per-head normalizer
-#pragma omp for schedule(static)
-    for (int h = 0; h < p.n_head; ++h) {
-      const int g = h / G;
-      double sum = 0.0;
-      for (int64_t b = 0; b < off[g + 1] - off[g]; ++b) sum += bsum[static_cast<size_t>(h) * nb_max + b];
-      hinv[h] = sum > 0.0 ? static_cast<float>(1.0 / sum) : 0.0f;
-    }
-    // 5. partial weighted sums of V per block
+    // 3. partial weighted sums of V per block, with the normalized probabilities
 #pragma omp for schedule(static)
     for (int64_t task = 0; task < n_tasks; ++task) {
       int g;
@@ -205,11 +198,12 @@ void attention(const AttentionParams& p, const float* q, const int32_t* q_pos, i
       const KVHeadCache& hc = cache.heads[static_cast<size_t>(g)];
       for (int hh = 0; hh < G; ++hh) {
         const int h = g * G + hh;
+        const float inv = head_inv(h, g);
         const float* sr = scores + static_cast<size_t>(h) * max_keys;
         float* acc = partial + (static_cast<size_t>(h) * nb_max + static_cast<size_t>(b)) * hd;
         std::fill(acc, acc + hd, 0.0f);
         for (int64_t j = j0; j < j1; ++j) {
-          float pr = sr[j - JB[g]] * hinv[h];
+          float pr = sr[j - JB[g]] * inv;
           if (f16) {
             pr = attn::round_f16(pr);  // ggml converts the probabilities to F16 for the V product
             if (pr != 0.0f) attn::axpy_f16(acc, pr, static_cast<const uint16_t*>(hc.v_data()) + j * hd, hd);
@@ -219,15 +213,14 @@ void attention(const AttentionParams& p, const float* q, const int32_t* q_pos, i
         }
       }
     }
-    // 6. reduce the blocks
-#pragma omp for schedule(static)
-    for (int h = 0; h < p.n_head; ++h) {
-      const int g = h / G;
-      float* o = out + static_cast<size_t>(h) * hd;
-      std::fill(o, o + hd, 0.0f);
-      for (int64_t b = 0; b < off[g + 1] - off[g]; ++b)
-        attn::axpy_f32(o, 1.0f, partial + (static_cast<size_t>(h) * nb_max + static_cast<size_t>(b)) * hd, hd);
-    }
+  }
+  // 4. reduce the blocks (in block order: the result does not depend on the thread count)
+  for (int h = 0; h < p.n_head; ++h) {
+    const int g = h / G;
+    float* o = out + static_cast<size_t>(h) * hd;
+    std::fill(o, o + hd, 0.0f);
+    for (int64_t b = 0; b < off[g + 1] - off[g]; ++b)
+      attn::axpy_f32(o, 1.0f, partial + (static_cast<size_t>(h) * nb_max + static_cast<size_t>(b)) * hd, hd);
   }
 }
 

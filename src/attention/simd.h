@@ -125,6 +125,16 @@ inline void f16_to_f32(const uint16_t* src, float* dst, int n) {
 /// Rounds to the nearest F16 value (kept as f32).
 inline float round_f16(float x) { return fp16_to_fp32(fp32_to_fp16(x)); }
 
+/// dst[i] = round_f16(src[i]).
+inline void round_f16_row(const float* src, float* dst, int64_t n) {
+  int64_t i = 0;
+#if SNAPKV_ATTN_AVX2
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT)));
+#endif
+  for (; i < n; ++i) dst[i] = round_f16(src[i]);
+}
+
 }  // namespace snapkv::attn
 
 namespace snapkv::attn {

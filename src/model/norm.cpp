@@ -6,12 +6,30 @@
 #include <vector>
 
 #include "snapkv/fp16.h"
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 namespace snapkv {
 
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
-  double sum = 0.0;  // ggml accumulates the squares in ggml_float (double)
-  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);
+  // ggml accumulates the f32 squares in ggml_float (double); 4 double lanes here (the order
+  // hardly matters in double).
+  double sum = 0.0;
+  int64_t i0 = 0;
+#if defined(__AVX2__)
+  __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
+  for (; i0 + 8 <= n; i0 += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i0);
+    const __m256 sq = _mm256_mul_ps(v, v);
+    a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm256_castps256_ps128(sq)));
+    a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm256_extractf128_ps(sq, 1)));
+  }
+  alignas(32) double lanes[4];
+  _mm256_store_pd(lanes, _mm256_add_pd(a0, a1));
+  sum = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+#endif
+  for (int64_t i = i0; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);
   const float mean = static_cast<float>(sum / static_cast<double>(n));
   const float scale = 1.0f / std::sqrt(mean + eps);
   if (w) {
