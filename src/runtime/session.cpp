@@ -251,8 +251,13 @@ std::span<const float> Session::prefill(std::span<const int32_t> tokens, bool co
     throw;
   }
   n_past_ += n;
-  all_q_.clear();
-  all_q_.shrink_to_fit();
+  // The per-prompt buffers are not needed for decoding: release them.
+  for (auto* v : {&h_, &all_q_, &window_q_}) {
+    v->clear();
+    v->shrink_to_fit();
+  }
+  pos_.clear();
+  pos_.shrink_to_fit();
   update_stats();
   stats_.prefill_ms += ms_since(t0);
   return {logits_.data(), logits_.size()};
