@@ -2,68 +2,127 @@
 //   snapkv run      -m MODEL.gguf (-p TEXT | -f FILE) [-n N] [-t T] [-c CTX] [--temp T] ... [--press NAME --budget C]
 //   snapkv inspect  -m MODEL.gguf [--json]
 //   snapkv tokenize -m MODEL.gguf -p TEXT [--json]
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
-#include <map>
+#include <string>
 
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
 #include "snapkv/error.h"
 
 using snapkv::cli::RunOptions;
 
 namespace {
 
+constexpr int64_t kMaxCount = int64_t{1} << 30;  // -n, -c, --top-k
+constexpr int64_t kMaxSpan = int64_t{1} << 24;   // --window, --kernel, --sinks (sums stay in int)
+
 void add_run_options(CLI::App& run, RunOptions& o) {
-  run.add_option("-m,--model", o.model, "GGUF model file (default: the cached Gemma 3 270M Q4_K_M)");
-  auto* p = run.add_option("-p,--prompt", o.prompt, "prompt text");
-  auto* f = run.add_option("-f,--file", o.prompt_file, "read the prompt from a file");
+  using snapkv::cli::int_in;
+  using snapkv::cli::non_empty;
+  using snapkv::cli::one_of;
+  using snapkv::cli::real_in;
+  run.add_option("-m,--model", o.model, "GGUF model file (default: the cached Gemma 3 270M Q4_K_M)")
+      ->check(non_empty("omit -m to use the default model"));
+  auto* p = run.add_option("-p,--prompt", o.prompt, "prompt text")->check(non_empty("give the text to continue"));
+  auto* f = run.add_option("-f,--file", o.prompt_file, "read the prompt from a file")->check(non_empty("-f FILE"));
   p->excludes(f);
-  run.add_option("-n,--n-predict", o.n_predict, "tokens to generate")->capture_default_str()->check(CLI::Range(0, 1 << 30));
-  run.add_option("-t,--threads", o.threads, "threads (0: all cores)")->capture_default_str()->check(CLI::Range(0, 1024));
+  run.add_option("-n,--n-predict", o.n_predict, "tokens to generate")
+      ->capture_default_str()
+      ->check(int_in(0, kMaxCount));
+  run.add_option("-t,--threads", o.threads, "threads (0: all cores)")->capture_default_str()->check(int_in(0, 1024));
   run.add_option("-c,--ctx-size", o.n_ctx, "context length in tokens (0: the model's training context)")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
-  run.add_option("--temp", o.temp, "temperature (0: greedy)")->capture_default_str()->check(CLI::Range(0.0f, 100.0f));
-  run.add_option("--top-k", o.top_k, "top-k sampling (0: off)")->capture_default_str()->check(CLI::Range(0, 1 << 30));
-  run.add_option("--top-p", o.top_p, "top-p sampling (1: off)")->capture_default_str()->check(CLI::Range(0.0f, 1.0f));
-  run.add_option_function<uint64_t>("--seed", [&o](uint64_t s) { o.seed = s, o.seed_set = true; }, "RNG seed (default: random)");
+      ->check(int_in(0, kMaxCount));
+  run.add_option("--temp", o.temp, "temperature (0: greedy)")->capture_default_str()->check(real_in(0, 100));
+  run.add_option("--top-k", o.top_k, "top-k sampling (0: off)")->capture_default_str()->check(int_in(0, kMaxCount));
+  run.add_option("--top-p", o.top_p, "top-p sampling (1: off)")->capture_default_str()->check(real_in(0, 1, true));
+  run.add_option_function<uint64_t>(
+         "--seed", [&o](uint64_t s) { o.seed = s, o.seed_set = true; }, "RNG seed (default: random)")
+      ->check(snapkv::cli::uint64_any());
   run.add_flag("--chat", o.chat, "wrap the prompt in the model's chat template");
   run.add_flag("--ignore-eos", o.ignore_eos, "do not stop at end-of-generation tokens");
-  run.add_option("--kv-type", o.kv_type, "KV cache element type")->capture_default_str()->check(CLI::IsMember({"f16", "f32"}));
+  run.add_option("--kv-type", o.kv_type, "KV cache element type")->capture_default_str()->check(one_of({"f16", "f32"}));
   run.add_flag("--json", o.json, "print one JSON report instead of streaming text");
 
   // Prompt KV-cache compression.
-  std::string names;
-  for (const auto& n : snapkv::press_names()) names += (names.empty() ? "" : "|") + n;
-  run.add_option("--press", o.press.name, "KV-cache compression policy: " + names)->capture_default_str();
+  run.add_option("--press", o.press.name, "KV-cache compression policy")
+      ->capture_default_str()
+      ->check(one_of(snapkv::press_names()));
   auto* b = run.add_option_function<int64_t>(
-      "--budget", [&o](int64_t c) { o.press.budget = c, o.budget_set = true; },
-      "tokens kept per KV head, observation window included (default 1024)");
+                   "--budget", [&o](int64_t c) { o.press.budget = c, o.budget_set = true; },
+                   "tokens kept per KV head, observation window included (default 1024)")
+                ->check(int_in(1, int64_t{1} << 40));
   auto* r = run.add_option_function<double>(
-      "--compression-ratio", [&o](double x) { o.press.compression_ratio = x, o.ratio_set = true; },
-      "fraction of prompt positions removed, in [0,1) (alternative to --budget)");
+                   "--compression-ratio", [&o](double x) { o.press.compression_ratio = x, o.ratio_set = true; },
+                   "fraction of prompt positions removed (alternative to --budget)")
+                ->check(real_in(0, 1, false, true));
   b->excludes(r);
-  run.add_option("--window", o.press.window, "observation window W (recent tokens always kept)")->capture_default_str();
-  run.add_option("--kernel", o.press.kernel, "1D pooling kernel K (odd)")->capture_default_str();
-  static const std::map<std::string, snapkv::PoolType> pools{{"max", snapkv::PoolType::Max}, {"avg", snapkv::PoolType::Avg}};
-  run.add_option("--pool", o.press.pool, "pooling: max|avg (default max)")->transform(CLI::CheckedTransformer(pools));
-  static const std::map<std::string, snapkv::GQAAgg> aggs{
-      {"mean", snapkv::GQAAgg::Mean}, {"max", snapkv::GQAAgg::Max}, {"sum", snapkv::GQAAgg::Sum}};
-  run.add_option("--gqa-agg", o.press.gqa_agg, "reduce query-head scores per KV head: mean|max|sum (default mean)")
-      ->transform(CLI::CheckedTransformer(aggs));
-  run.add_option("--sinks", o.press.sinks, "attention sinks kept by streamingllm")->capture_default_str();
+  run.add_option("--window", o.press.window, "observation window W (recent tokens always kept)")
+      ->capture_default_str()
+      ->check(int_in(1, kMaxSpan));
+  run.add_option("--kernel", o.press.kernel, "1D pooling kernel K (odd)")
+      ->capture_default_str()
+      ->check(int_in(1, kMaxSpan));
+  run.add_option_function<std::string>(
+         "--pool",
+         [&o](const std::string& s) { o.press.pool = s == "avg" ? snapkv::PoolType::Avg : snapkv::PoolType::Max; },
+         "pooling of the window's scores (default max)")
+      ->check(one_of({"max", "avg"}));
+  run.add_option_function<std::string>(
+         "--gqa-agg",
+         [&o](const std::string& s) {
+           o.press.gqa_agg = s == "max" ? snapkv::GQAAgg::Max : s == "sum" ? snapkv::GQAAgg::Sum : snapkv::GQAAgg::Mean;
+         },
+         "reduce query-head scores per KV head (default mean)")
+      ->check(one_of({"mean", "max", "sum"}));
+  run.add_option("--sinks", o.press.sinks, "attention sinks kept by streamingllm")
+      ->capture_default_str()
+      ->check(int_in(0, kMaxSpan));
   run.add_option("--question", o.question,
-                 "question asked after the context (-p/-f) was prefilled and compressed (query-agnostic protocol)");
-  run.add_option("--dump-kept", o.dump_kept, "write the kept positions and scores per layer and KV head as JSON");
+                 "question asked after the context (-p/-f) was prefilled and compressed (query-agnostic protocol)")
+      ->check(non_empty("omit --question to ask nothing"));
+  run.add_option("--dump-kept", o.dump_kept, "write the kept positions and scores per layer and KV head as JSON")
+      ->check(non_empty("--dump-kept FILE"));
+}
+
+// CLI11 reports an unknown subcommand as "A subcommand is required" and options placed before
+// the subcommand as unexpected arguments; say what is wrong instead. Empty: argv looks fine.
+std::string check_subcommand(int argc, char** argv) {
+  if (argc < 2) return "";
+  const std::string first = argv[1];
+  for (const char* ok : {"run", "inspect", "tokenize", "-h", "--help", "--version"}) {
+    if (first == ok) return "";
+  }
+  if (!first.empty() && first[0] == '-') {
+    return fmt::format(
+        "option '{}' before the subcommand: write options after it, e.g. snapkv run -m MODEL.gguf -p TEXT",
+        snapkv::cli::printable(first));
+  }
+  return fmt::format("unknown subcommand '{}' (expected run, inspect or tokenize; see snapkv --help)",
+                     snapkv::cli::printable(first));
+}
+
+// Buffered output that could not be written (disk full, closed stdout) must not end in exit 0.
+int finish_stdout(int rc) {
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    const int err = errno;
+    fmt::print(stderr, "snapkv: error: cannot write the output to stdout: {}\n", std::strerror(err));
+    return rc == 0 ? 1 : rc;
+  }
+  return rc;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"snapkv: LLM inference with SnapKV prompt KV-cache compression"};
+  using snapkv::cli::printable;
+  CLI::App app{"snapkv: LLM inference with SnapKV prompt KV-cache compression", "snapkv"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "snapkv 0.1.0");
 
@@ -71,48 +130,56 @@ int main(int argc, char** argv) {
   auto* run = app.add_subcommand("run", "generate text from a prompt");
   add_run_options(*run, run_opt);
 
+  const auto model_check = snapkv::cli::non_empty("omit -m to use the default model");
   std::string inspect_model;
   bool inspect_json = false;
   auto* inspect = app.add_subcommand("inspect", "architecture, hyper-parameters, tensors, types and sizes of a GGUF");
-  inspect->add_option("-m,--model", inspect_model, "GGUF file (default: the cached Gemma 3 270M)");
+  inspect->add_option("-m,--model", inspect_model, "GGUF file (default: the cached Gemma 3 270M)")->check(model_check);
   inspect->add_flag("--json", inspect_json, "JSON output");
 
   std::string tok_model, tok_text;
   bool tok_json = false, tok_no_bos = false, tok_special = false;
   auto* tokenize = app.add_subcommand("tokenize", "token ids and pieces of a text");
-  tokenize->add_option("-m,--model", tok_model, "GGUF file (default: the cached Gemma 3 270M)");
+  tokenize->add_option("-m,--model", tok_model, "GGUF file (default: the cached Gemma 3 270M)")->check(model_check);
   tokenize->add_option("-p,--prompt", tok_text, "text to tokenize")->required();
   tokenize->add_flag("--json", tok_json, "JSON output");
   tokenize->add_flag("--no-bos", tok_no_bos, "do not add BOS/EOS as the model's metadata asks");
   tokenize->add_flag("--parse-special", tok_special, "recognise special-token texts such as <start_of_turn>");
 
+  if (const std::string bad = check_subcommand(argc, argv); !bad.empty()) {
+    fmt::print(stderr, "snapkv: error: {}\n", bad);
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
+    return finish_stdout(app.exit(e));
   } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
+    return finish_stdout(app.exit(e));
   } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
+    return finish_stdout(app.exit(e));
   } catch (const CLI::ParseError& e) {
-    fmt::print(stderr, "snapkv: error: {}\n", e.what());
+    fmt::print(stderr, "snapkv: error: {}\n", printable(e.what()));
     return 2;
   }
 
+  int rc = 0;
   try {
-    if (*run) return snapkv::cli::run_command(run_opt);
-    if (*inspect) return snapkv::cli::inspect_command(inspect_model, inspect_json);
-    if (*tokenize) return snapkv::cli::tokenize_command(tok_model, tok_text, tok_json, !tok_no_bos, tok_special);
+    if (*run) rc = snapkv::cli::run_command(run_opt);
+    if (*inspect) rc = snapkv::cli::inspect_command(inspect_model, inspect_json);
+    if (*tokenize) rc = snapkv::cli::tokenize_command(tok_model, tok_text, tok_json, !tok_no_bos, tok_special);
   } catch (const snapkv::Error& e) {
     std::fflush(stdout);
-    fmt::print(stderr, "snapkv: error: {}\n", e.what());
+    fmt::print(stderr, "snapkv: error: {}\n", printable(e.what()));
     return 1;
   } catch (const std::bad_alloc&) {
+    std::fflush(stdout);
     fmt::print(stderr, "snapkv: error: out of memory\n");
     return 1;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "snapkv: error: {}\n", e.what());
+    std::fflush(stdout);
+    fmt::print(stderr, "snapkv: error: {}\n", printable(e.what()));
     return 1;
   }
-  return 0;
+  return finish_stdout(rc);
 }
