@@ -2,11 +2,14 @@
 #include <fmt/format.h>
 #include <omp.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
+#include <cstring>
+#include <filesystem>
 #include <limits>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -25,9 +28,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
 // The prompt split into the part that is prefilled (and compressed) first and the part
 // appended after compression (only with --question).
@@ -37,8 +38,9 @@ struct PromptParts {
 };
 
 PromptParts build_prompt(const RunOptions& o, const GGUFFile& gguf) {
-  std::string text = o.prompt_file.empty() ? o.prompt : read_text_file(o.prompt_file);
   if (o.prompt_file.empty() && o.prompt.empty()) throw Error("no prompt: give -p TEXT or -f FILE");
+  std::string text = o.prompt_file.empty() ? o.prompt : read_text_file(o.prompt_file);
+  if (text.empty()) throw Error(fmt::format("prompt file '{}' is empty (-f)", o.prompt_file));
   if (!o.chat) {
     if (o.question.empty()) return {text, ""};
     return {text, "\n\n" + o.question};
@@ -92,6 +94,36 @@ nlohmann::json kept_json(const Session& session, const RunOptions& o, int64_t n_
 
 const char* pool_name(PoolType p) { return p == PoolType::Max ? "max" : "avg"; }
 
+// Opens the --dump-kept file before any work, so that an unwritable path fails in
+// milliseconds instead of after a long prefill.
+std::unique_ptr<std::FILE, int (*)(std::FILE*)> open_dump_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw Error(fmt::format("cannot write --dump-kept file '{}': it is a directory", path));
+  }
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) throw Error(fmt::format("cannot write --dump-kept file '{}': {}", path, std::strerror(errno)));
+  return {f, &std::fclose};
+}
+
+void write_dump_file(std::unique_ptr<std::FILE, int (*)(std::FILE*)> f, const std::string& path,
+                     const std::string& text) {
+  const bool ok = std::fwrite(text.data(), 1, text.size(), f.get()) == text.size() && std::fflush(f.get()) == 0;
+  const int err = errno;
+  if (std::fclose(f.release()) != 0 || !ok) {
+    throw Error(fmt::format("error writing --dump-kept file '{}': {}", path, std::strerror(ok ? errno : err)));
+  }
+}
+
+// Settings that cannot be right whatever the model: checked before loading it.
+void check_settings(const RunOptions& o) {
+  if (o.press.name == "none" && (o.budget_set || o.ratio_set)) {
+    throw Error(fmt::format("{} has no effect without a press: add --press snapkv (or another policy)",
+                            o.budget_set ? "--budget" : "--compression-ratio"));
+  }
+  if (o.press.name != "none") make_press(o.press);  // throws naming the bad setting
+}
+
 }  // namespace
 
 int run_command(const RunOptions& opt) {
@@ -104,6 +136,9 @@ int run_command(const RunOptions& opt) {
     o.press.compression_ratio = -1;
   }
   const KVType kv_type = parse_kv_type(o.kv_type);
+  check_settings(o);
+  auto dump_file = o.dump_kept.empty() ? std::unique_ptr<std::FILE, int (*)(std::FILE*)>(nullptr, &std::fclose)
+                                       : open_dump_file(o.dump_kept);
   set_num_threads(o.threads);
 
   const std::string model_path = resolve_model_path(o.model);
@@ -117,15 +152,29 @@ int run_command(const RunOptions& opt) {
   if (ctx_tokens.empty()) throw Error("the prompt tokenized to zero tokens");
   const int64_t n_prompt = static_cast<int64_t>(ctx_tokens.size() + q_tokens.size());
 
+  const int64_t n_ctx_train = model->config().n_ctx_train;
+  const int64_t n_ctx = o.n_ctx > 0 ? o.n_ctx : n_ctx_train;
+  if (n_prompt > n_ctx) {
+    throw Error(fmt::format("prompt of {} tokens does not fit the context of {} tokens (-c)", n_prompt, n_ctx));
+  }
   SessionOptions so;
   so.n_ctx = o.n_ctx;
   so.kv_type = kv_type;
   so.press = o.press;
-  Session session(model, so);
-  const int64_t n_ctx = o.n_ctx > 0 ? o.n_ctx : model->config().n_ctx_train;
-  if (n_prompt > n_ctx) {
-    throw Error(fmt::format("prompt of {} tokens does not fit the context of {} tokens (-c)", n_prompt, n_ctx));
+  std::unique_ptr<Session> session_ptr;
+  try {
+    session_ptr = std::make_unique<Session>(model, so);
+  } catch (const std::bad_alloc&) {
+    throw Error(fmt::format(
+        "out of memory allocating the buffers for a context of {} tokens (-c; the model was trained with {}); "
+        "use a smaller -c",
+        n_ctx, n_ctx_train));
   }
+  if (o.n_ctx > n_ctx_train) {
+    fmt::print(stderr, "snapkv: warning: -c {} exceeds the model's training context of {} tokens\n", o.n_ctx,
+               n_ctx_train);
+  }
+  Session& session = *session_ptr;
 
   uint64_t seed = o.seed;
   if (!o.seed_set) seed = std::random_device{}();
@@ -149,11 +198,15 @@ int run_command(const RunOptions& opt) {
   double ttft_ms = 0.0;
   double decode_ms = 0.0;
   int n_decode_steps = 0;
+  const char* stop_reason = "n_predict";  // or "eos", "context_full"
   if (o.n_predict > 0) {
     int32_t tok = sampler.sample(logits);
     ttft_ms = ms_since(t0);
     for (int i = 0; i < o.n_predict; ++i) {
-      if (!o.ignore_eos && tokenizer->is_eog(tok)) break;
+      if (!o.ignore_eos && tokenizer->is_eog(tok)) {
+        stop_reason = "eos";
+        break;
+      }
       generated.push_back(tok);
       const std::string piece = stream.push(tok);
       text += piece;
@@ -163,7 +216,7 @@ int run_command(const RunOptions& opt) {
       }
       if (i + 1 == o.n_predict) break;
       if (session.n_past() >= n_ctx) {
-        fmt::print(stderr, "\nsnapkv: context of {} tokens is full; generation stopped (-c)\n", n_ctx);
+        stop_reason = "context_full";  // said on stderr once the text line is complete
         break;
       }
       const auto td = Clock::now();
@@ -179,13 +232,15 @@ int run_command(const RunOptions& opt) {
       std::fputc('\n', stdout);
       std::fflush(stdout);
     }
+    if (std::string_view(stop_reason) == "context_full") {
+      fmt::print(stderr, "snapkv: context of {} tokens is full; generation stopped after {} tokens (-c)\n", n_ctx,
+                 generated.size());
+    }
   }
 
-  if (!o.dump_kept.empty()) {
-    std::ofstream out(o.dump_kept);
-    if (!out) throw Error(fmt::format("cannot write --dump-kept file '{}'", o.dump_kept));
-    out << kept_json(session, o, static_cast<int64_t>(ctx_tokens.size())).dump() << "\n";
-    if (!out) throw Error(fmt::format("error writing --dump-kept file '{}'", o.dump_kept));
+  if (dump_file) {
+    write_dump_file(std::move(dump_file), o.dump_kept,
+                    kept_json(session, o, static_cast<int64_t>(ctx_tokens.size())).dump() + "\n");
   }
 
   const SessionStats& st = session.stats();
@@ -198,6 +253,7 @@ int run_command(const RunOptions& opt) {
     j["n_question_tokens"] = q_tokens.size();
     j["n_generated_tokens"] = generated.size();
     j["generated_token_ids"] = generated;
+    j["stop_reason"] = o.n_predict > 0 ? stop_reason : "n_predict";
     j["text"] = text;
     j["ttft_ms"] = ttft_ms;
     j["prefill_ms"] = prefill_ms;
