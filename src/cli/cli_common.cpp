@@ -30,17 +30,18 @@ std::string resolve_model_path(const std::string& flag) {
   }
   const fs::path p = dir / "gemma-3-270m-q4_k_m.gguf";
   if (!fs::exists(p)) {
-    throw Error(fmt::format(
-        "no -m given and the default model {} is missing; fetch it with scripts/get-model.sh "
-        "(or pass -m MODEL.gguf)",
-        p.string()));
+    throw Error(
+        fmt::format("no -m given and the default model {} is missing; fetch it with scripts/get-model.sh "
+                    "(or pass -m MODEL.gguf)",
+                    p.string()));
   }
   return p.string();
 }
 
 std::string read_text_file(const std::string& path) {
   std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) throw Error(fmt::format("prompt file '{}' does not exist or is not a file (-f)", path));
+  if (!fs::is_regular_file(path, ec))
+    throw Error(fmt::format("prompt file '{}' does not exist or is not a file (-f)", path));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(fmt::format("cannot open prompt file '{}' (-f)", path));
   std::ostringstream ss;

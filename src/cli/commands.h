@@ -10,12 +10,12 @@ namespace snapkv::cli {
 
 /// `snapkv run`: generate text from a prompt, optionally with a compressed prompt KV cache.
 struct RunOptions {
-  std::string model;         ///< -m (empty: default model)
-  std::string prompt;        ///< -p
-  std::string prompt_file;   ///< -f
-  int n_predict = 128;       ///< -n: tokens to generate
-  int threads = 0;           ///< -t (0: all cores)
-  int64_t n_ctx = 0;         ///< -c (0: model's training context)
+  std::string model;        ///< -m (empty: default model)
+  std::string prompt;       ///< -p
+  std::string prompt_file;  ///< -f
+  int n_predict = 128;      ///< -n: tokens to generate
+  int threads = 0;          ///< -t (0: all cores)
+  int64_t n_ctx = 0;        ///< -c (0: model's training context)
   float temp = 0.8f;
   int top_k = 40;
   float top_p = 0.95f;
@@ -29,8 +29,8 @@ struct RunOptions {
   PressConfig press;
   bool budget_set = false;
   bool ratio_set = false;
-  std::string question;      ///< --question: asked after the context (-p/-f) was prefilled and compressed
-  std::string dump_kept;     ///< --dump-kept FILE
+  std::string question;   ///< --question: asked after the context (-p/-f) was prefilled and compressed
+  std::string dump_kept;  ///< --dump-kept FILE
 };
 
 int run_command(const RunOptions& opt);
