@@ -80,7 +80,9 @@ void attention_prefill(const AttentionParams& p, const float* q, const int32_t* 
       qmax = std::max<int64_t>(qmax, q_pos[t]);
     }
     const int64_t j_end = upper_index(P, hc.size(), qmax);
-    const int64_t j_begin = p.window > 0 ? lower_index(P, j_end, qmin - p.window + 1) : 0;
+    // Key blocks start at multiples of kKeyBlock whatever the query block, so every query sees
+    // the same blocks in the same order: results do not depend on how a prompt is chunked.
+    const int64_t j_begin = p.window > 0 ? lower_index(P, j_end, qmin - p.window + 1) / kKeyBlock * kKeyBlock : 0;
 
     std::fill(acc, acc + static_cast<size_t>(nrows) * hd, 0.0f);
     std::fill(m, m + nrows, kNegInf);

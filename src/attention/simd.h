@@ -139,6 +139,16 @@ inline void round_f16_row(const float* src, float* dst, int64_t n) {
 
 namespace snapkv::attn {
 
+#if SNAPKV_ATTN_AVX2
+/// dot(a, b) for n % 8 == 0 with one 8-lane accumulator: the same operation sequence as each
+/// entry of qk_tile's register tile, so a score does not depend on where it falls in a tile.
+inline float dot8(const float* a, const float* b, int n) {
+  __m256 acc = _mm256_setzero_ps();
+  for (int d = 0; d < n; d += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + d), _mm256_loadu_ps(b + d), acc);
+  return hsum(acc);
+}
+#endif
+
 /// S[r * s_stride + j] = dot(q[r], K[j]) for r < nr, j < nk; q[r] = qrows[r] (hd floats each),
 /// K rows contiguous [nk][hd]. Register-blocked 2 rows x 4 keys when hd % 8 == 0 (AVX2), so each
 /// loaded vector feeds several FMAs; f32 accumulation.
@@ -179,13 +189,13 @@ inline void qk_tile(const float* const* qrows, int nr, const float* K, int nk, i
         s1[3] = hsum(a13);
       }
       for (; j < nk; ++j) {
-        S[static_cast<size_t>(r) * s_stride + j] = dot_f32(q0, K + static_cast<size_t>(j) * hd, hd);
-        S[static_cast<size_t>(r + 1) * s_stride + j] = dot_f32(q1, K + static_cast<size_t>(j) * hd, hd);
+        S[static_cast<size_t>(r) * s_stride + j] = dot8(q0, K + static_cast<size_t>(j) * hd, hd);
+        S[static_cast<size_t>(r + 1) * s_stride + j] = dot8(q1, K + static_cast<size_t>(j) * hd, hd);
       }
     }
     for (; r < nr; ++r)
       for (int j = 0; j < nk; ++j)
-        S[static_cast<size_t>(r) * s_stride + j] = dot_f32(qrows[r], K + static_cast<size_t>(j) * hd, hd);
+        S[static_cast<size_t>(r) * s_stride + j] = dot8(qrows[r], K + static_cast<size_t>(j) * hd, hd);
     return;
   }
 #endif
