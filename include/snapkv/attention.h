@@ -9,8 +9,11 @@
 // linear in the prompt length. Decode (one query) computes the full score row, an exact softmax
 // and the weighted sum of V, parallel over heads and key blocks.
 // With an F16 cache the arithmetic mimics ggml's non-flash CPU path: the query is rounded to F16
-// before the K.Q products, and (decode) the normalized probabilities are rounded to F16 before
-// the product with V; accumulation is in f32.
+// before the K.Q products (exactly summed for head_dim < 64, as ggml's scalar tail does), and the
+// normalized probabilities are rounded to F16 before the product with V (prefill then needs the
+// final row max and sum first: a second pass over the keys, reusing the kept scores); accumulation
+// is in f32. Results do not depend on the thread count, and prefill results do not depend on how
+// a prompt is split into chunks of two or more tokens.
 #pragma once
 
 #include <cstdint>
