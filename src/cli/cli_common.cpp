@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -48,6 +49,28 @@ std::string read_text_file(const std::string& path) {
   ss << in.rdbuf();
   if (in.bad()) throw Error(fmt::format("error reading prompt file '{}' (-f)", path));
   return ss.str();
+}
+
+namespace {
+int g_stdout_errno = 0;  // first stdout failure
+}  // namespace
+
+bool write_stdout(std::string_view bytes) {
+  if (g_stdout_errno != 0) return false;
+  errno = 0;
+  if (std::fwrite(bytes.data(), 1, bytes.size(), stdout) != bytes.size() || std::fflush(stdout) != 0) {
+    g_stdout_errno = errno != 0 ? errno : EIO;
+    return false;
+  }
+  return true;
+}
+
+int stdout_error() {
+  if (g_stdout_errno == 0) {
+    errno = 0;
+    if (std::fflush(stdout) != 0 || std::ferror(stdout)) g_stdout_errno = errno != 0 ? errno : EIO;
+  }
+  return g_stdout_errno;
 }
 
 size_t peak_rss_bytes() {

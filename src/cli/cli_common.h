@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 
 namespace snapkv::cli {
 
@@ -13,6 +14,14 @@ std::string resolve_model_path(const std::string& flag);
 
 /// Whole file as bytes. Throws snapkv::Error naming the file on failure.
 std::string read_text_file(const std::string& path);
+
+/// Writes `bytes` to stdout and flushes (text streams as it is generated). Returns false once
+/// stdout has failed (reader gone, disk full); stdout_error() then tells why.
+bool write_stdout(std::string_view bytes);
+
+/// errno of the first failed write or flush of stdout, flushing what is still buffered; 0 if
+/// all output went out.
+int stdout_error();
 
 /// Peak resident set size of this process in bytes (getrusage ru_maxrss).
 size_t peak_rss_bytes();

@@ -11,6 +11,7 @@
 #include <exception>
 #include <string>
 
+#include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
 #include "snapkv/error.h"
@@ -108,14 +109,13 @@ std::string check_subcommand(int argc, char** argv) {
                      snapkv::cli::printable(first));
 }
 
-// Buffered output that could not be written (disk full, closed stdout) must not end in exit 0.
+// Output that could not be written (disk full, closed stdout) must not end in exit 0. A reader
+// that went away (EPIPE, when SIGPIPE is ignored) ends the run quietly, as SIGPIPE would.
 int finish_stdout(int rc) {
-  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
-    const int err = errno;
-    fmt::print(stderr, "snapkv: error: cannot write the output to stdout: {}\n", std::strerror(err));
-    return rc == 0 ? 1 : rc;
-  }
-  return rc;
+  const int err = snapkv::cli::stdout_error();
+  if (err == 0) return rc;
+  if (err != EPIPE) fmt::print(stderr, "snapkv: error: cannot write the output to stdout: {}\n", std::strerror(err));
+  return rc == 0 ? 1 : rc;
 }
 
 }  // namespace

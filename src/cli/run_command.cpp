@@ -211,8 +211,7 @@ int run_command(const RunOptions& opt) {
       const std::string piece = stream.push(tok);
       text += piece;
       if (!o.json) {
-        std::fwrite(piece.data(), 1, piece.size(), stdout);
-        std::fflush(stdout);
+        if (!write_stdout(piece)) break;  // reader gone / disk full: main() reports it
       }
       if (i + 1 == o.n_predict) break;
       if (session.n_past() >= n_ctx) {
@@ -227,11 +226,7 @@ int run_command(const RunOptions& opt) {
     }
     const std::string rest = stream.flush();
     text += rest;
-    if (!o.json) {
-      std::fwrite(rest.data(), 1, rest.size(), stdout);
-      std::fputc('\n', stdout);
-      std::fflush(stdout);
-    }
+    if (!o.json) write_stdout(rest + "\n");
     if (std::string_view(stop_reason) == "context_full") {
       fmt::print(stderr, "snapkv: context of {} tokens is full; generation stopped after {} tokens (-c)\n", n_ctx,
                  generated.size());
@@ -275,7 +270,7 @@ int run_command(const RunOptions& opt) {
     j["compression_ms"] = st.compression_ms;
     j["kept_tokens_per_layer"] = st.kept_tokens_per_layer;
     j["seed"] = seed;
-    fmt::print("{}\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    write_stdout(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   }
   return 0;
 }
