@@ -1,7 +1,9 @@
-// snapkv: RMSNorm (Zhang & Sennrich 2019) and the FFN activations, computed like ggml's CPU ops.
+// snapkv: RMSNorm (Zhang & Sennrich 2019), computed like ggml's CPU op.
 #pragma once
 
 #include <cstdint>
+
+#include "snapkv/activation.h"  // the FFN activations (kept reachable through this header)
 
 namespace snapkv {
 
@@ -12,17 +14,5 @@ void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
 /// rms_norm on `rows` rows of `n` floats with strides (in floats); parallel over rows when large.
 void rms_norm_rows(const float* x, int64_t x_stride, const float* w, float* y, int64_t y_stride, int64_t n,
                    int64_t rows, float eps);
-
-/// SwiGLU: a[i] = silu(a[i]) * b[i] with silu(x) = x / (1 + exp(-x)) (Shazeer 2020).
-void swiglu_inplace(float* a, const float* b, int64_t n);
-
-/// GEGLU with the tanh GELU approximation: a[i] = gelu(a[i]) * b[i], where
-/// gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (Hendrycks & Gimpel 2016).
-/// Like ggml's CPU path (GGML_GELU_FP16) gelu is read from an F16 table indexed by the F16
-/// rounding of x for -10 < x < 10 (0 below, x above).
-void geglu_inplace(float* a, const float* b, int64_t n);
-
-/// The exact f32 tanh GELU (reference for tests).
-float gelu_tanh_ref(float x);
 
 }  // namespace snapkv

@@ -1,12 +1,9 @@
-// RMSNorm and FFN activations (see snapkv/norm.h), arithmetic ordered like ggml's CPU ops.
+// RMSNorm (see snapkv/norm.h), arithmetic ordered like ggml's CPU op.
 #include "snapkv/norm.h"
 
-#include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <vector>
 
-#include "snapkv/fp16.h"
 #if defined(__AVX2__)
 #include <immintrin.h>
 #endif
@@ -47,81 +44,6 @@ void rms_norm_rows(const float* x, int64_t x_stride, const float* w, float* y, i
     for (int64_t r = 0; r < rows; ++r) rms_norm(x + r * x_stride, w, y + r * y_stride, n, eps);
   } else {
     for (int64_t r = 0; r < rows; ++r) rms_norm(x + r * x_stride, w, y + r * y_stride, n, eps);
-  }
-}
-
-void swiglu_inplace(float* a, const float* b, int64_t n) {
-  auto body = [&](int64_t i) {
-    const float x = a[i];
-    a[i] = (x / (1.0f + std::exp(-x))) * b[i];
-  };
-  if (n >= 65536) {
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) body(i);
-  } else {
-    for (int64_t i = 0; i < n; ++i) body(i);
-  }
-}
-
-float gelu_tanh_ref(float x) {
-  constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
-  constexpr float kCoefA = 0.044715f;
-  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCoefA * x * x)));
-}
-
-namespace {
-
-// gelu of every F16 value, rounded to F16 (ggml's ggml_table_gelu_f16), stored as f32.
-const std::vector<float>& gelu_table() {
-  static const std::vector<float> table = [] {
-    std::vector<float> t(65536);
-    for (uint32_t i = 0; i < 65536; ++i) {
-      const float x = fp16_to_fp32(static_cast<uint16_t>(i));
-      t[i] = fp16_to_fp32(fp32_to_fp16(gelu_tanh_ref(x)));
-    }
-    return t;
-  }();
-  return table;
-}
-
-}  // namespace
-
-void geglu_inplace(float* a, const float* b, int64_t n) {
-  const float* table = gelu_table().data();
-  auto scalar = [&](int64_t i) {
-    const float x = a[i];
-    float g;
-    if (x <= -10.0f) {
-      g = 0.0f;
-    } else if (x >= 10.0f) {
-      g = x;
-    } else {
-      g = table[fp32_to_fp16(x)];
-    }
-    a[i] = g * b[i];
-  };
-  // 8 at a time: F16 bits of x index the table (gather); x <= -10 -> 0, x >= 10 -> x.
-  auto range = [&](int64_t lo, int64_t hi) {
-    int64_t i = lo;
-#if defined(__AVX2__) && defined(__F16C__)
-    const __m256 lo_lim = _mm256_set1_ps(-10.0f), hi_lim = _mm256_set1_ps(10.0f);
-    for (; i + 8 <= hi; i += 8) {
-      const __m256 x = _mm256_loadu_ps(a + i);
-      const __m256i idx = _mm256_cvtepu16_epi32(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
-      __m256 g = _mm256_i32gather_ps(table, idx, 4);
-      g = _mm256_blendv_ps(g, x, _mm256_cmp_ps(x, hi_lim, _CMP_GE_OQ));
-      g = _mm256_blendv_ps(g, _mm256_setzero_ps(), _mm256_cmp_ps(x, lo_lim, _CMP_LE_OQ));
-      _mm256_storeu_ps(a + i, _mm256_mul_ps(g, _mm256_loadu_ps(b + i)));
-    }
-#endif
-    for (; i < hi; ++i) scalar(i);
-  };
-  if (n >= 65536) {
-    const int64_t chunk = 4096;
-#pragma omp parallel for schedule(static)
-    for (int64_t c = 0; c < (n + chunk - 1) / chunk; ++c) range(c * chunk, std::min(n, (c + 1) * chunk));
-  } else {
-    range(0, n);
   }
 }
 

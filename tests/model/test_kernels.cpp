@@ -5,6 +5,7 @@
 #include <random>
 #include <vector>
 
+#include "snapkv/activation.h"
 #include "snapkv/fp16.h"
 #include "snapkv/norm.h"
 #include "snapkv/rope.h"
