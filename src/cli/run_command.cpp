@@ -248,7 +248,7 @@ int run_command(const RunOptions& opt) {
     j["n_question_tokens"] = q_tokens.size();
     j["n_generated_tokens"] = generated.size();
     j["generated_token_ids"] = generated;
-    j["stop_reason"] = o.n_predict > 0 ? stop_reason : "n_predict";
+    j["stop_reason"] = stop_reason;
     j["text"] = text;
     j["ttft_ms"] = ttft_ms;
     j["prefill_ms"] = prefill_ms;
