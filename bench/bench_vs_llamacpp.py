@@ -30,7 +30,6 @@ import json
 import pathlib
 import sys
 import tempfile
-import time
 
 import benchlib as bl
 
@@ -50,6 +49,8 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--max-contention", type=float, default=0.10,
                     help="redo a run when other processes used more than this share of all CPUs during it (1: never)")
     ap.add_argument("--max-tries", type=int, default=10, help="attempts per measurement under --max-contention")
+    ap.add_argument("--quiet-wait", type=float, default=600,
+                    help="before each attempt, wait up to this many seconds for a quiet moment (others under --max-contention)")
     ap.add_argument("--json-out", type=pathlib.Path, default=None, help="also write every raw measurement here")
     a = ap.parse_args()
     if a.threads < 1 or a.n_gen < 2 or a.reps < 1:
@@ -108,6 +109,8 @@ def main() -> None:
                 if peer == "snapkv" and a.llama_only:
                     continue
                 for attempt in range(a.max_tries):
+                    if a.max_contention < 1:
+                        bl.wait_quiet(a.max_contention, a.quiet_wait)
                     with bl.Contention() as busy:
                         if peer == "snapkv":
                             r = bl.run_snapkv(
@@ -125,7 +128,6 @@ def main() -> None:
                         break
                     print(f"  {peer} {n}: other processes used {100 * busy.share:.0f}% of the CPUs; "
                           f"retry {attempt + 1}/{a.max_tries}", file=sys.stderr, flush=True)
-                    time.sleep(5)
                 if r["n_prompt_tokens"] != n:
                     bl.fail(f"{peer} reports {r['n_prompt_tokens']} prompt tokens, expected {n}")
                 if r["n_generated_tokens"] != a.n_gen:

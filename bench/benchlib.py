@@ -285,6 +285,22 @@ class Contention:
         self.share = max(0.0, (busy - ours) / (wall * (os.cpu_count() or 1)))
 
 
+def wait_quiet(max_share: float, timeout_s: float, window_s: float = 3.0) -> float | None:
+    """Sleeps until a window_s-long window in which all processes together used at most
+    max_share of the CPUs, or until timeout_s passed; returns the last window's share."""
+    deadline = time.monotonic() + timeout_s
+    share = None
+    while True:
+        b0 = _busy_jiffies()
+        time.sleep(window_s)
+        b1 = _busy_jiffies()
+        if b0 is None or b1 is None:
+            return None
+        share = (b1 - b0) / os.sysconf("SC_CLK_TCK") / (window_s * (os.cpu_count() or 1))
+        if share <= max_share or time.monotonic() > deadline:
+            return share
+
+
 class RunError(RuntimeError):
     """A `snapkv run` that failed (non-zero exit, timeout or no JSON report)."""
 
