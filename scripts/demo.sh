@@ -7,7 +7,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bash scripts/build.sh >/dev/null
+echo "demo: installing build dependencies and building (scripts/build.sh) ..." >&2
+log="$(mktemp)"
+if ! bash scripts/build.sh >"$log" 2>&1; then
+  tail -n 40 "$log" >&2
+  echo "demo: the build failed (full log: $log)" >&2
+  exit 1
+fi
+rm -f "$log"
 model="$(bash scripts/get-model.sh)"
 doc=/usr/share/common-licenses/GPL-3
 [[ -f "$doc" ]] || { echo "demo.sh: $doc not found (Debian's base-files ships it)" >&2; exit 1; }
