@@ -35,7 +35,7 @@ struct SessionStats {
   double compression_ms = 0;       ///< time inside presses + compaction
   size_t kv_cache_bytes = 0;       ///< bytes held now (K+V payload of every stored entry)
   size_t peak_kv_cache_bytes = 0;  ///< max of kv_cache_bytes over the session (sampled after every append/compaction)
-  size_t kv_cache_bytes_full = 0;  ///< an uncompressed cache for the same tokens (SWA layers: min(tokens, window))
+  size_t kv_cache_bytes_full = 0;  ///< an uncompressed cache for the same tokens (SWA layers: what they hold; == kv_cache_bytes for press none)
   std::vector<double> kept_tokens_per_layer;  ///< mean over KV heads of entries held, per layer
 };
 

@@ -100,9 +100,14 @@ void Session::update_stats() {
   const size_t per_entry =
       static_cast<size_t>(c.n_head_kv) * 2 * static_cast<size_t>(c.head_dim) * kv_type_size(opt_.kv_type);
   for (int il = 0; il < c.n_layer; ++il) {
-    const int w = c.layer_window(il);
-    const int64_t entries = w > 0 ? std::min<int64_t>(n_past_, w) : n_past_;
-    full += static_cast<size_t>(entries) * per_entry;
+    // Full-attention layers would hold every token uncompressed. Sliding-window layers are
+    // never compressed, so what they hold now is exactly what a full cache holds (their
+    // window plus the trimming slack): with --press none, full == held.
+    if (c.layer_window(il) > 0) {
+      full += cache_.layer(il).bytes();
+    } else {
+      full += static_cast<size_t>(n_past_) * per_entry;
+    }
     stats_.kept_tokens_per_layer[static_cast<size_t>(il)] = cache_.layer(il).mean_entries();
   }
   stats_.kv_cache_bytes_full = full;

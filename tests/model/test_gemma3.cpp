@@ -162,7 +162,8 @@ TEST(Gemma3, SlidingWindowLayersStayBounded) {
     want += static_cast<size_t>(h.size()) * entry;
   }
   EXPECT_EQ(s.stats().kv_cache_bytes, want);
-  EXPECT_EQ(s.stats().kv_cache_bytes_full, (3 * 609 + 15 * 512) * entry);
+  // press none: the full-cache figure is what is held (SWA layers count what they hold).
+  EXPECT_EQ(s.stats().kv_cache_bytes_full, want);
   for (int i = 0; i < 40; ++i) s.decode(tokens[static_cast<size_t>(i)]);
   for (int il = 0; il < c.n_layer; ++il) {
     if (c.layer_window(il) > 0) {
