@@ -30,7 +30,7 @@ if command -v clang++ >/dev/null; then
   echo "== libFuzzer run on the GGUF parser"
   cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
     -DCMAKE_CXX_COMPILER=clang++ -DSNAPKV_FUZZ=ON -DSNAPKV_BUILD_TESTS=OFF -DSNAPKV_NATIVE=ON "${launcher[@]}" >/dev/null
-  cmake --build build-fuzz -j"$jobs" --target fuzz_gguf
-  bash fuzz/run.sh build-fuzz/fuzz/fuzz_gguf 60
+  cmake --build build-fuzz -j"$jobs" --target fuzz_gguf make_fuzz_seeds
+  bash fuzz/run.sh build-fuzz/fuzz/fuzz_gguf build-fuzz/make_fuzz_seeds 60
 fi
 echo "== all tests passed"

@@ -1,5 +1,5 @@
 // snapkv: a small GGUF v3 writer (metadata of every value type, tensors, alignment) and a Q8_0
-// quantizer. Used by tests (good and corrupted files), the fuzz seeds and tools/make_synthetic_gguf.
+// quantizer. Used by tests (good and corrupted files), the fuzz seeds (fuzz_seeds.h) and tools/make_synthetic_gguf.
 // Spec: ggml/docs/gguf.md; Q8_0 block layout: ggml-common.h `block_q8_0`.
 #pragma once
 
