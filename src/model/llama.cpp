@@ -42,35 +42,11 @@ class LlamaModel final : public Model {
   void read_config() {
     const GGUFFile& f = gguf_;
     ModelConfig& c = cfg_;
-    c.arch = "llama";
-    c.name = f.has("general.name") ? std::string(f.get_string("general.name")) : "";
-    constexpr int64_t kBig = 1 << 20;
-    c.n_embd = static_cast<int>(read_int(f, "llama.embedding_length", 1, kBig));
-    c.n_layer = static_cast<int>(read_int(f, "llama.block_count", 1, 4096));
-    c.n_ff = static_cast<int>(read_int(f, "llama.feed_forward_length", 1, kBig));
-    c.n_head = static_cast<int>(read_int(f, "llama.attention.head_count", 1, 4096));
-    c.n_head_kv = static_cast<int>(read_int_or(f, "llama.attention.head_count_kv", c.n_head, 1, c.n_head));
-    if (c.n_head % c.n_head_kv != 0)
-      throw Error(
-          fmt::format("{}: head_count {} is not a multiple of head_count_kv {}", f.path(), c.n_head, c.n_head_kv));
-    c.head_dim = static_cast<int>(read_int_or(f, "llama.attention.key_length", c.n_embd / c.n_head, 1, 65536));
-    const int64_t v_len = read_int_or(f, "llama.attention.value_length", c.head_dim, 1, 65536);
-    if (v_len != c.head_dim)
-      throw Error(
-          fmt::format("{}: attention.value_length {} != key_length {} is not supported", f.path(), v_len, c.head_dim));
-    c.n_rot = static_cast<int>(read_int_or(f, "llama.rope.dimension_count", c.head_dim, 2, c.head_dim));
-    if (c.n_rot % 2 != 0) throw Error(fmt::format("{}: rope.dimension_count {} must be even", f.path(), c.n_rot));
-    c.n_ctx_train = read_int(f, "llama.context_length", 1, int64_t{1} << 31);
-    c.rms_eps = read_float_or(f, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
-    c.rope_base = read_float_or(f, "llama.rope.freq_base", 10000.0f);
+    const bool scaled = read_common_hparams(f, "llama", /*default_rms_eps=*/1e-5f, /*default_rope_base=*/10000.0f, c);
     c.rope_base_swa = c.rope_base;
-    if (auto type = f.get_string_opt("llama.rope.scaling.type"); type && *type != "none") {
-      if (*type != "linear")
-        throw Error(fmt::format("{}: rope scaling type '{}' is not supported (none, linear)", f.path(), *type));
-      c.rope_freq_scale = 1.0f / read_float(f, "llama.rope.scaling.factor");
-    } else if (f.has("llama.rope.scale_linear")) {
+    // Older conversions give linear scaling as `rope.scale_linear` instead of rope.scaling.*.
+    if (!scaled && f.has("llama.rope.scale_linear"))
       c.rope_freq_scale = 1.0f / read_float(f, "llama.rope.scale_linear");
-    }
     c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
     c.embd_scale = 1.0f;
     c.rope_type = RopeType::Normal;

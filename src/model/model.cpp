@@ -39,6 +39,38 @@ float read_float_or(const GGUFFile& f, const std::string& key, float def) {
   return read_float(f, key);
 }
 
+bool read_common_hparams(const GGUFFile& f, const std::string& arch, float default_rms_eps, float default_rope_base,
+                         ModelConfig& c) {
+  const auto key = [&arch](const char* k) { return arch + "." + k; };
+  c.arch = arch;
+  c.name = f.has("general.name") ? std::string(f.get_string("general.name")) : "";
+  constexpr int64_t kBig = 1 << 20;
+  c.n_embd = static_cast<int>(read_int(f, key("embedding_length"), 1, kBig));
+  c.n_layer = static_cast<int>(read_int(f, key("block_count"), 1, 4096));
+  c.n_ff = static_cast<int>(read_int(f, key("feed_forward_length"), 1, kBig));
+  c.n_head = static_cast<int>(read_int(f, key("attention.head_count"), 1, 4096));
+  c.n_head_kv = static_cast<int>(read_int_or(f, key("attention.head_count_kv"), c.n_head, 1, c.n_head));
+  if (c.n_head % c.n_head_kv != 0)
+    throw Error(
+        fmt::format("{}: head_count {} is not a multiple of head_count_kv {}", f.path(), c.n_head, c.n_head_kv));
+  c.head_dim = static_cast<int>(read_int_or(f, key("attention.key_length"), c.n_embd / c.n_head, 1, 65536));
+  const int64_t v_len = read_int_or(f, key("attention.value_length"), c.head_dim, 1, 65536);
+  if (v_len != c.head_dim)
+    throw Error(
+        fmt::format("{}: attention.value_length {} != key_length {} is not supported", f.path(), v_len, c.head_dim));
+  c.n_rot = static_cast<int>(read_int_or(f, key("rope.dimension_count"), c.head_dim, 2, c.head_dim));
+  if (c.n_rot % 2 != 0) throw Error(fmt::format("{}: rope.dimension_count {} must be even", f.path(), c.n_rot));
+  c.n_ctx_train = read_int(f, key("context_length"), 1, int64_t{1} << 31);
+  c.rms_eps = read_float_or(f, key("attention.layer_norm_rms_epsilon"), default_rms_eps);
+  c.rope_base = read_float_or(f, key("rope.freq_base"), default_rope_base);
+  const auto type = f.get_string_opt(key("rope.scaling.type"));
+  if (!type || *type == "none") return false;
+  if (*type != "linear")
+    throw Error(fmt::format("{}: rope scaling type '{}' is not supported (none, linear)", f.path(), *type));
+  c.rope_freq_scale = 1.0f / read_float(f, key("rope.scaling.factor"));
+  return true;
+}
+
 std::shared_ptr<const Model> Model::load(const std::string& path) {
   GGUFFile f = GGUFFile::open(path);
   if (!f.has("general.architecture"))
