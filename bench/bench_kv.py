@@ -22,12 +22,13 @@ tied embeddings, as in Gemma, the whole matrix is read as the output projection)
 Read bandwidth: measured here with numpy (max-reduction of a 1 GiB float32 array split
 over T threads, best of 5), or given with --bandwidth-gbs.
 
-Prompts are prefixes of the GPL-3 text, repeated. For Gemma the length is exact
-(llama.cpp's tokenizer; also exactly what snapkv reports in n_prompt_tokens). For other
-models llama.cpp's tokenizer is tried, else `snapkv tokenize` (estimated above ~25K
-tokens); the table shows the n_prompt_tokens the engine reported. A prompt plus the
-generated tokens is capped at the model's training context (--no-cap to lift that; the
-synthetic model's weights are random, so its training context means nothing).
+Prompts are prefixes of the GPL-3 text, repeated, with an exact token count: for Gemma
+llama.cpp's tokenizer when llama-cpp-python is installed (also exactly what snapkv reports
+in n_prompt_tokens), otherwise `snapkv tokenize -f` (the engine's own tokenizer, reading a
+file, so 32K-token prompts are counted exactly too); the table shows the n_prompt_tokens
+the engine reported. A prompt plus the generated tokens is capped at the model's training
+context (--no-cap to lift that; the synthetic model's weights are random, so its training
+context means nothing).
 
 Usage (from the repository root):
     python3 bench/bench_kv.py                                  # everything: long (32K prefills)
@@ -145,14 +146,14 @@ def make_synthetic(a: argparse.Namespace, tmp: pathlib.Path) -> pathlib.Path:
 
 
 def counter_for(a: argparse.Namespace, key: str, model: pathlib.Path):
-    """(count function, exact?). Gemma: llama.cpp's tokenizer (the golden tests pin snapkv's to it;
-    `snapkv tokenize -p` cannot take 32K-token texts). Others: `snapkv tokenize` (the engine's own)."""
+    """Token count function. Gemma: llama.cpp's tokenizer if available (the golden tests pin
+    snapkv's to it). Otherwise `snapkv tokenize -f` (the engine's own; exact at any length)."""
     if key == "gemma":
         try:
-            return bl.LlamaTokenCounter(model), True
+            return bl.LlamaTokenCounter(model)
         except Exception:  # llama-cpp-python absent
             pass
-    return bl.SnapkvTokenCounter(a.snapkv, model), False
+    return bl.SnapkvTokenCounter(a.snapkv, model)
 
 
 def main() -> None:
@@ -174,17 +175,14 @@ def main() -> None:
     for key, path in models.items():
         info = gguf_info(path)
         label = "Gemma 3 270M Q4_K_M" if key == "gemma" else SYNTH_LABEL
-        count, exact = counter_for(a, key, path)
+        count = counter_for(a, key, path)
         cap = (not a.no_cap) and info["ctx_train"] is not None
         for want in a.length_list:
             n = min(want, info["ctx_train"] - a.n_gen) if cap else want
-            if exact:
-                text, n_tok = bl.text_with_tokens(count, source, n)
-            else:
-                text, n_tok = bl.text_with_tokens_estimated(count, source, n)
+            text, n_tok = bl.text_with_tokens(count, source, n)
             prompt = tmp / f"{key}_{want}.txt"
             prompt.write_text(text)
-            n_ctx = (n_tok if n_tok is not None else int(n * 1.05) + 8) + a.n_gen
+            n_ctx = n_tok + a.n_gen
             if cap:
                 n_ctx = min(n_ctx, info["ctx_train"])
             res = {}

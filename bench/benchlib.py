@@ -16,6 +16,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Callable, Sequence
 
@@ -24,8 +25,6 @@ BENCH = ROOT / "bench"
 MODEL_NAME = "gemma-3-270m-q4_k_m.gguf"
 GPL3 = pathlib.Path("/usr/share/common-licenses/GPL-3")
 GOLDEN = ROOT / "tests" / "data" / "gemma3-270m" / "kv_f16" / "golden.json"
-# `snapkv tokenize -p TEXT`: one argv string is limited to 128 KiB on Linux.
-MAX_ARG_BYTES = 120_000
 
 
 def fail(msg: str, code: int = 2) -> None:
@@ -187,19 +186,21 @@ class LlamaTokenCounter:
 
 
 class SnapkvTokenCounter:
-    """Token counts (BOS included) with `snapkv tokenize`; texts up to MAX_ARG_BYTES only."""
+    """Token counts (BOS included) with `snapkv tokenize -f` (the text goes through a temporary
+    file, so any length is counted exactly; argv would cap `-p` at 128 KiB)."""
 
     def __init__(self, binary: pathlib.Path, model: pathlib.Path):
         self.binary, self.model = binary, model
 
     def ids(self, text: str) -> list[int]:
-        if len(text.encode()) > MAX_ARG_BYTES:
-            raise ValueError("text too long for `snapkv tokenize -p`")
-        r = subprocess.run(
-            [str(self.binary), "tokenize", "-m", str(self.model), "-p", text, "--json"],
-            capture_output=True,
-            text=True,
-        )
+        with tempfile.NamedTemporaryFile(prefix="snapkv-tokenize-", suffix=".txt") as f:
+            f.write(text.encode())
+            f.flush()
+            r = subprocess.run(
+                [str(self.binary), "tokenize", "-m", str(self.model), "-f", f.name, "--json"],
+                capture_output=True,
+                text=True,
+            )
         if r.returncode != 0:
             raise RuntimeError(f"snapkv tokenize failed: {r.stderr.strip()}")
         return json.loads(r.stdout)["ids"]
@@ -239,18 +240,6 @@ def text_with_tokens(count: Callable[[str], int], source: str, n_tokens: int) ->
             lo = mid + 1
     text = big[:lo]
     return text, count(text)
-
-
-def text_with_tokens_estimated(counter: SnapkvTokenCounter, source: str, n_tokens: int) -> tuple[str, int | None]:
-    """Like text_with_tokens, but for counters limited to short texts: exact when the text fits
-    MAX_ARG_BYTES, else extrapolated from the chars/token ratio of a prefix (count None)."""
-    try:
-        return text_with_tokens(counter, source, n_tokens)
-    except ValueError:
-        pass
-    sample = repeated(source, MAX_ARG_BYTES)[: MAX_ARG_BYTES // 2]
-    chars_per_token = len(sample) / counter(sample)
-    return repeated(source, int(n_tokens * chars_per_token) + 1)[: int(n_tokens * chars_per_token)], None
 
 
 def _busy_jiffies() -> int | None:

@@ -39,7 +39,18 @@ int run_command(const RunOptions& opt);
 int inspect_command(const std::string& model, bool json);
 
 /// `snapkv tokenize`: ids and pieces of a text.
-int tokenize_command(const std::string& model, const std::string& text, bool json, bool add_special,
-                     bool parse_special);
+struct TokenizeOptions {
+  std::string model;      ///< -m (empty: default model)
+  std::string text;       ///< -p
+  std::string text_file;  ///< -f: read the text from this file instead (exactly one of -p, -f)
+  bool text_set = false;  ///< -p was given (its text may be empty)
+  bool json = false;
+  bool add_special = true;  ///< add BOS/EOS as the model's metadata asks (off: --no-bos)
+  bool parse_special = false;
+};
+
+/// Prints the ids and pieces (or JSON with --json). Throws snapkv::Error when neither -p nor
+/// -f was given, or naming the -f file when it cannot be read.
+int tokenize_command(const TokenizeOptions& opt);
 
 }  // namespace snapkv::cli

@@ -1,7 +1,7 @@
 // snapkv: command-line entry point (llama.cpp-style flags).
 //   snapkv run      -m MODEL.gguf (-p TEXT | -f FILE) [-n N] [-t T] [-c CTX] [--temp T] ... [--press NAME --budget C]
 //   snapkv inspect  -m MODEL.gguf [--json]
-//   snapkv tokenize -m MODEL.gguf -p TEXT [--json]
+//   snapkv tokenize -m MODEL.gguf (-p TEXT | -f FILE) [--json]
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -137,14 +137,21 @@ int main(int argc, char** argv) {
   inspect->add_option("-m,--model", inspect_model, "GGUF file (default: the cached Gemma 3 270M)")->check(model_check);
   inspect->add_flag("--json", inspect_json, "JSON output");
 
-  std::string tok_model, tok_text;
-  bool tok_json = false, tok_no_bos = false, tok_special = false;
+  snapkv::cli::TokenizeOptions tok_opt;
+  bool tok_no_bos = false;
   auto* tokenize = app.add_subcommand("tokenize", "token ids and pieces of a text");
-  tokenize->add_option("-m,--model", tok_model, "GGUF file (default: the cached Gemma 3 270M)")->check(model_check);
-  tokenize->add_option("-p,--prompt", tok_text, "text to tokenize")->required();
-  tokenize->add_flag("--json", tok_json, "JSON output");
+  tokenize->add_option("-m,--model", tok_opt.model, "GGUF file (default: the cached Gemma 3 270M)")->check(model_check);
+  auto* tok_p = tokenize->add_option_function<std::string>(
+      "-p,--prompt", [&tok_opt](const std::string& t) { tok_opt.text = t, tok_opt.text_set = true; },
+      "text to tokenize (or -f; exactly one of them)");
+  auto* tok_f = tokenize
+                    ->add_option("-f,--file", tok_opt.text_file,
+                                 "read the text to tokenize from a file (any length; -p is capped by the command line)")
+                    ->check(snapkv::cli::non_empty("-f FILE"));
+  tok_p->excludes(tok_f);
+  tokenize->add_flag("--json", tok_opt.json, "JSON output");
   tokenize->add_flag("--no-bos", tok_no_bos, "do not add BOS/EOS as the model's metadata asks");
-  tokenize->add_flag("--parse-special", tok_special, "recognise special-token texts such as <start_of_turn>");
+  tokenize->add_flag("--parse-special", tok_opt.parse_special, "recognise special-token texts such as <start_of_turn>");
 
   if (const std::string bad = check_subcommand(argc, argv); !bad.empty()) {
     fmt::print(stderr, "snapkv: error: {}\n", bad);
@@ -167,7 +174,10 @@ int main(int argc, char** argv) {
   try {
     if (*run) rc = snapkv::cli::run_command(run_opt);
     if (*inspect) rc = snapkv::cli::inspect_command(inspect_model, inspect_json);
-    if (*tokenize) rc = snapkv::cli::tokenize_command(tok_model, tok_text, tok_json, !tok_no_bos, tok_special);
+    if (*tokenize) {
+      tok_opt.add_special = !tok_no_bos;
+      rc = snapkv::cli::tokenize_command(tok_opt);
+    }
   } catch (const snapkv::Error& e) {
     std::fflush(stdout);
     fmt::print(stderr, "snapkv: error: {}\n", printable(e.what()));

@@ -5,18 +5,21 @@
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "snapkv/error.h"
 #include "snapkv/gguf.h"
 #include "snapkv/tokenizer.h"
 
 namespace snapkv::cli {
 
-int tokenize_command(const std::string& model_flag, const std::string& text, bool json, bool add_special,
-                     bool parse_special) {
-  const std::string path = resolve_model_path(model_flag);
+int tokenize_command(const TokenizeOptions& o) {
+  // main.cpp rejects -p together with -f.
+  if (!o.text_set && o.text_file.empty()) throw Error("no text to tokenize: give -p TEXT or -f FILE");
+  const std::string text = o.text_file.empty() ? o.text : read_text_file(o.text_file);
+  const std::string path = resolve_model_path(o.model);
   const GGUFFile g = GGUFFile::open(path);
   auto tok = Tokenizer::from_gguf(g);
-  const std::vector<int32_t> ids = tok->encode(text, add_special, parse_special);
-  if (json) {
+  const std::vector<int32_t> ids = tok->encode(text, o.add_special, o.parse_special);
+  if (o.json) {
     nlohmann::json pieces = nlohmann::json::array();
     for (int32_t id : ids) pieces.push_back(std::string(tok->token_text(id)));
     const nlohmann::json j = {{"n_tokens", ids.size()}, {"ids", ids}, {"pieces", pieces}};

@@ -117,7 +117,9 @@ TEST(CliBadFlags, OutOfRangeWrongTypeAndEmptyValues) {
       {{"run", "-m", stories(), "-p", ""}, {"--prompt", "must not be empty"}, 2},
       {{"run", "-m", stories()}, {"no prompt", "-p", "-f"}, 1},
       {{"run", "-m", stories(), "-p", "hi", "extra"}, {"extra"}, 2},
-      {{"tokenize", "-m", stories()}, {"--prompt", "required"}, 2},
+      {{"tokenize", "-m", stories()}, {"no text to tokenize", "-p TEXT", "-f FILE"}, 1},
+      {{"tokenize", "-m", stories(), "-p", "hi", "-f", "x.txt"}, {"--prompt", "excludes", "--file"}, 2},
+      {{"tokenize", "-m", stories(), "-f", ""}, {"--file", "must not be empty"}, 2},
   };
   for (const auto& c : cases) expect_one_line_error(c);
 }
@@ -173,6 +175,8 @@ TEST(CliBadFiles, PromptFiles) {
       {{"run", "-m", stories(), "-f", long_file.string()}, {"does not fit the context of 2048 tokens", "-c"}, 1},
       {{"run", "-m", stories(), "-p", "Once upon a time", "-c", "1"}, {"does not fit the context of 1 tokens"}, 1},
       {{"run", "-m", stories(), "-p", "hi", "--chat"}, {"stories260K.gguf", "no chat template"}, 1},
+      {{"tokenize", "-m", stories(), "-f", "/nonexistent/text.txt"}, {"'/nonexistent/text.txt'", "not a file"}, 1},
+      {{"tokenize", "-m", stories(), "-f", tmp.path().string()}, {tmp.path().string(), "not a file"}, 1},
   };
   for (const auto& c : cases) expect_one_line_error(c);
 }

@@ -140,5 +140,39 @@ TEST(CliTokenize, MatchesGoldenIds) {
   EXPECT_EQ(json::parse(r.out)["ids"], p["token_ids"]);
 }
 
+// -f FILE tokenizes the file's bytes exactly as -p does the same text (golden ids from llama.cpp;
+// a multi-line text with UTF-8; an empty text is BOS alone either way).
+TEST(CliTokenize, FileGivesTheSameIdsAsPrompt) {
+  const fs::path tmp = fs::temp_directory_path() / ("snapkv_e2e_tok_" + std::to_string(::getpid()) + ".txt");
+  auto ids_of = [](const std::vector<std::string>& args) {
+    const auto r = run_cli(args);
+    EXPECT_EQ(r.rc, 0) << r.err;
+    const json j = r.rc == 0 ? json::parse(r.out) : json::object();
+    if (j.empty()) return json();
+    EXPECT_EQ(j["n_tokens"], j["ids"].size());
+    return j["ids"];
+  };
+  const json golden = golden_prompt("kv_f32", "lily_ball");
+  const std::string multi = "Once upon a time,\nthere was a girl.\n\n  She said \"h\u00e9llo\" \xe2\x9c\x93 twice.\n";
+  for (const std::string& text : {golden["text"].get<std::string>(), multi, std::string()}) {
+    std::ofstream(tmp, std::ios::binary) << text;
+    const json from_file = ids_of({"tokenize", "-m", stories(), "-f", tmp.string(), "--json"});
+    const json from_arg = ids_of({"tokenize", "-m", stories(), "-p", text, "--json"});
+    ASSERT_TRUE(from_file.is_array()) << text;
+    EXPECT_EQ(from_file, from_arg) << text;
+    if (text.empty()) {
+      EXPECT_EQ(from_file, json::array({1})) << "BOS only";
+    }
+  }
+  std::ofstream(tmp, std::ios::binary) << golden["text"].get<std::string>();
+  EXPECT_EQ(ids_of({"tokenize", "-m", stories(), "--file", tmp.string(), "--json"}), golden["token_ids"]);
+  // The plain listing ends with the same count.
+  const auto plain = run_cli({"tokenize", "-m", stories(), "-f", tmp.string()});
+  ASSERT_EQ(plain.rc, 0) << plain.err;
+  EXPECT_NE(plain.out.find("\n" + std::to_string(golden["token_ids"].size()) + " tokens\n"), std::string::npos)
+      << plain.out;
+  fs::remove(tmp);
+}
+
 }  // namespace
 }  // namespace snapkv::test
