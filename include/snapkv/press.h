@@ -91,7 +91,8 @@ class Press {
 };
 
 /// Builds the press named by cfg.name. Throws snapkv::Error for an unknown name or invalid
-/// settings (kernel even or < 1, window < 1, budget < window (+ sinks), ratio outside [0,1)).
+/// settings (kernel even or outside [1, 2^24], window outside [1, 2^24], sinks of streamingllm
+/// outside [0, 2^24], budget < window (+ sinks), ratio outside [0,1)).
 std::unique_ptr<Press> make_press(const PressConfig& cfg);
 
 /// Capacity C for a prompt of L tokens: cfg.budget, or L - floor(L * ratio) (at least window).

@@ -2,6 +2,7 @@
 // of compress(), press_names() and RowsView::row.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 
 #include "press_test_util.h"
@@ -75,6 +76,39 @@ TEST(PressConfig, BadValuesGiveErrors) {
   EXPECT_NO_THROW(make_press(cfg("streamingllm", 36)));
   EXPECT_NO_THROW(make_press(cfg("tova", 0, 0.0)));
   EXPECT_NO_THROW(make_press(cfg("tova", 0, 0.999)));
+}
+
+// Library callers are not capped by the CLI: huge window/sinks once overflowed `window + sinks`
+// (int) into a negative minimum and passed the budget check.
+TEST(PressConfig, HugeSpansAreRejectedNotOverflowed) {
+  const int huge = std::numeric_limits<int>::max();
+  PressConfig s = cfg("streamingllm", 64);
+  s.window = huge;
+  s.sinks = huge;
+  expect_error([&] { make_press(s); }, {"--window", std::to_string(huge), "16777216"});
+  s.window = 32;
+  expect_error([&] { make_press(s); }, {"--sinks", std::to_string(huge), "16777216"});
+  s.sinks = -3;
+  expect_error([&] { make_press(s); }, {"--sinks", "-3"});
+  s.sinks = (1 << 24) + 1;
+  expect_error([&] { make_press(s); }, {"--sinks", "16777217"});
+  for (int bad : {(1 << 24) + 1, huge, std::numeric_limits<int>::min()}) {
+    PressConfig w = cfg("snapkv", 64);
+    w.window = bad;
+    expect_error([&] { make_press(w); }, {"--window", std::to_string(bad)});
+    expect_error([&] { press_capacity(w, 100); }, {"--window", std::to_string(bad)});
+    PressConfig k = cfg("snapkv", 64);
+    k.kernel = bad | 1;  // odd, so only the range is wrong
+    expect_error([&] { make_press(k); }, {"--kernel", std::to_string(bad | 1)});
+  }
+  // The caps themselves are valid; their sum is compared in 64 bits.
+  PressConfig top = cfg("streamingllm", int64_t{2} << 24);
+  top.window = 1 << 24;
+  top.sinks = 1 << 24;
+  top.kernel = (1 << 24) - 1;
+  EXPECT_NO_THROW(make_press(top));
+  top.budget = (int64_t{2} << 24) - 1;
+  expect_error([&] { make_press(top); }, {"--budget 33554431", "--window 16777216", "--sinks 16777216"});
 }
 
 TEST(PressConfig, Capacity) {

@@ -46,21 +46,28 @@ constexpr double kRatioUnset = -1.0;
 bool budget_set(const PressConfig& c) { return c.budget != 0; }
 bool ratio_set(const PressConfig& c) { return c.compression_ratio != kRatioUnset; }
 
+/// Largest --window, --kernel and --sinks accepted (the CLI's cap too): sums of them and of
+/// token counts stay far inside int.
+constexpr int64_t kMaxSpan = int64_t{1} << 24;
+
 /// Tokens a press must be able to keep: the window, plus the sinks for streamingllm.
-int64_t min_keep(const PressConfig& c) { return c.window + (c.name == "streamingllm" ? c.sinks : 0); }
+int64_t min_keep(const PressConfig& c) { return int64_t{c.window} + (c.name == "streamingllm" ? int64_t{c.sinks} : 0); }
 
 /// Throws snapkv::Error for the first invalid setting (see make_press()).
 void validate(const PressConfig& c) {
   find_maker(c.name);
-  if (c.window < 1) throw Error(fmt::format("--window must be >= 1, got {}", c.window));
-  if (c.kernel < 1 || c.kernel % 2 == 0) throw Error(fmt::format("--kernel must be odd and >= 1, got {}", c.kernel));
+  if (c.window < 1 || c.window > kMaxSpan)
+    throw Error(fmt::format("--window must be in [1, {}], got {}", kMaxSpan, c.window));
+  if (c.kernel < 1 || c.kernel > kMaxSpan || c.kernel % 2 == 0)
+    throw Error(fmt::format("--kernel must be odd and in [1, {}], got {}", kMaxSpan, c.kernel));
   if (c.name == "none") return;  // keeps everything: budget and ratio are ignored
   if (budget_set(c) == ratio_set(c))
     throw Error(fmt::format("press {}: set exactly one of --budget and --compression-ratio (got {})", c.name,
                             budget_set(c) ? "both" : "neither"));
   if (ratio_set(c) && !(c.compression_ratio >= 0.0 && c.compression_ratio < 1.0))
     throw Error(fmt::format("--compression-ratio must be in [0, 1), got {}", c.compression_ratio));
-  if (c.name == "streamingllm" && c.sinks < 0) throw Error(fmt::format("--sinks must be >= 0, got {}", c.sinks));
+  if (c.name == "streamingllm" && (c.sinks < 0 || c.sinks > kMaxSpan))
+    throw Error(fmt::format("--sinks must be in [0, {}], got {}", kMaxSpan, c.sinks));
   if (budget_set(c) && c.budget < min_keep(c)) {
     if (c.name == "streamingllm")
       throw Error(fmt::format("--budget {} is smaller than --window {} + --sinks {} (press streamingllm)", c.budget,
