@@ -83,10 +83,17 @@ void attention(const AttentionParams& p, const float* q, const int32_t* q_pos, i
     if (ws.thread_.size() < threads * ws.thread_floats_) ws.thread_.resize(threads * ws.thread_floats_);
     if (ws.thread_sums_.size() < threads * rows) ws.thread_sums_.resize(threads * rows);
     if (ws.thread_rows_.size() < threads * rows) ws.thread_rows_.resize(threads * rows);
-    if (f16 && ws.score_cache_.size() < threads * rows * attn::kScoreCacheKeys)
-      ws.score_cache_.resize(threads * rows * attn::kScoreCacheKeys);
+    // Scores kept between the two passes of an F16 cache: one row per query row, as long as the
+    // longest head (a task's visible key range never exceeds it), capped.
+    int64_t score_keys = 0;
+    if (f16) {
+      for (const auto& hc : cache.heads) score_keys = std::max(score_keys, hc.size());
+      score_keys = std::min(score_keys, attn::kScoreCacheMaxKeys);
+      if (ws.score_cache_.size() < threads * rows * static_cast<size_t>(score_keys))
+        ws.score_cache_.resize(threads * rows * static_cast<size_t>(score_keys));
+    }
     attn::attention_prefill(p, qa, q_pos, n_q, cache, out, ws.thread_.data(), ws.thread_floats_, ws.thread_sums_.data(),
-                            ws.thread_rows_.data(), ws.score_cache_.data());
+                            ws.thread_rows_.data(), ws.score_cache_.data(), score_keys);
     return;
   }
 

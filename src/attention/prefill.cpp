@@ -10,6 +10,8 @@
 #include <limits>
 
 #include "attention/simd.h"
+#include "attention/softmax_simd.h"
+#include "attention/tiles.h"
 
 namespace snapkv::attn {
 
@@ -39,12 +41,12 @@ size_t prefill_block_rows(const AttentionParams& p) {
 size_t prefill_thread_floats(const AttentionParams& p) {
   const size_t rows = prefill_block_rows(p);
   const auto hd = static_cast<size_t>(p.head_dim);
-  return 2 * kKeyBlock * hd + rows * kKeyBlock + rows * hd + rows;
+  return 3 * kKeyBlock * hd + rows * kKeyBlock + rows * hd + rows;
 }
 
 void attention_prefill(const AttentionParams& p, const float* q, const int32_t* q_pos, int64_t n_q,
                        const KVLayerCache& cache, float* out, float* thread_scratch, size_t thread_floats,
-                       double* thread_sums, const float** thread_rows, float* score_cache_all) {
+                       double* thread_sums, const float** thread_rows, float* score_cache_all, int64_t score_keys) {
   const int G = p.n_head / p.n_head_kv;
   const int hd = p.head_dim;
   const int QB = block_tokens(G);
@@ -66,9 +68,10 @@ void attention_prefill(const AttentionParams& p, const float* q, const int32_t* 
     float* S = Vf + kKeyBlock * hd;  // [rows][kKeyBlock] scores, then probabilities
     float* acc = S + max_rows * kKeyBlock;
     float* m = acc + max_rows * static_cast<size_t>(hd);
+    [[maybe_unused]] float* KT = m + max_rows;  // [hd][kKeyBlock] transposed key block (AVX2 path)
     double* l = thread_sums + tid * max_rows;
     const float** qrows = thread_rows + tid * max_rows;
-    float* score_cache = f16 ? score_cache_all + tid * max_rows * kScoreCacheKeys : nullptr;
+    float* score_cache = f16 ? score_cache_all + tid * max_rows * static_cast<size_t>(score_keys) : nullptr;
     // Row r = (token t0 + r / G, query head g * G + r % G).
     for (int r = 0; r < nrows; ++r) qrows[r] = q + ((t0 + r / G) * p.n_head + g * G + r % G) * hd;
 
@@ -100,24 +103,22 @@ void attention_prefill(const AttentionParams& p, const float* q, const int32_t* 
         Vb = static_cast<const float*>(hc.v_data()) + kb * hd;
       }
     };
-    // S = scale * Q K^T with the causal / sliding-window mask (-inf); returns nothing, the row
-    // maxima are taken by the callers.
-    auto scores = [&](int64_t kb, int nk, const float* Kb) {
+    // dst[r * stride + j] = scale * q_r . k_j with the causal / sliding-window mask (-inf).
+    auto scores = [&](int64_t kb, int nk, const float* Kb, float* dst, size_t stride) {
       if (exact_dot) {
         for (int r = 0; r < nrows; ++r)
           for (int j = 0; j < nk; ++j)
-            S[static_cast<size_t>(r) * kKeyBlock + j] = dot_f32_acc64(qrows[r], Kb + static_cast<size_t>(j) * hd, hd);
+            dst[r * stride + j] = dot_f32_acc64(qrows[r], Kb + static_cast<size_t>(j) * hd, hd);
       } else {
-        qk_tile(qrows, nrows, Kb, nk, hd, S, kKeyBlock);
+#if SNAPKV_ATTN_AVX2
+        transpose_keys(Kb, nk, hd, KT, kKeyBlock);
+        qk_tile_t(qrows, nrows, KT, kKeyBlock, nk, hd, dst, stride);
+#else
+        qk_tile(qrows, nrows, Kb, nk, hd, dst, static_cast<int>(stride));
+#endif
       }
-      for (int r = 0; r < nrows; ++r) {
-        const int64_t qp = q_pos[t0 + r / G];
-        float* Sr = S + static_cast<size_t>(r) * kKeyBlock;
-        for (int j = 0; j < nk; ++j) {
-          const int64_t kp = P[kb + j];
-          Sr[j] = (kp > qp || (p.window > 0 && qp - kp >= p.window)) ? kNegInf : p.scale * Sr[j];
-        }
-      }
+      for (int r = 0; r < nrows; ++r)
+        mask_scale_row(dst + r * stride, nk, P + kb, q_pos[t0 + r / G], p.window, p.scale);
     };
 
     if (!f16) {
@@ -126,11 +127,10 @@ void attention_prefill(const AttentionParams& p, const float* q, const int32_t* 
         const int nk = static_cast<int>(std::min<int64_t>(kKeyBlock, j_end - kb));
         const float *Kb, *Vb;
         load(kb, nk, true, Kb, Vb);
-        scores(kb, nk, Kb);
+        scores(kb, nk, Kb, S, kKeyBlock);
         for (int r = 0; r < nrows; ++r) {
           float* Sr = S + static_cast<size_t>(r) * kKeyBlock;
-          float rmax = kNegInf;
-          for (int j = 0; j < nk; ++j) rmax = std::max(rmax, Sr[j]);
+          const float rmax = row_max(Sr, nk);
           if (rmax == kNegInf) {
             std::fill(Sr, Sr + nk, 0.0f);
             continue;
@@ -141,13 +141,7 @@ void attention_prefill(const AttentionParams& p, const float* q, const int32_t* 
             l[r] *= static_cast<double>(corr);
             scale_f32(acc + static_cast<size_t>(r) * hd, corr, hd);
           }
-          double lsum = 0.0;
-          for (int j = 0; j < nk; ++j) {
-            const float e = Sr[j] == kNegInf ? 0.0f : std::exp(Sr[j] - m_new);
-            Sr[j] = e;
-            lsum += static_cast<double>(e);
-          }
-          l[r] += lsum;
+          l[r] += exp_sum_row(Sr, nk, m_new, Sr);
           m[r] = m_new;
         }
         pv_tile(S, kKeyBlock, nrows, Vb, nk, hd, acc);
@@ -157,27 +151,25 @@ void attention_prefill(const AttentionParams& p, const float* q, const int32_t* 
     } else {
       // F16 cache: like ggml, the normalized probabilities are rounded to F16 before the V
       // product, so the final max and sum are needed first: pass 1 computes them (online),
-      // pass 2 accumulates round_f16(p) * v. Pass 1 keeps the scores when the visible key range
-      // fits the thread's score cache (kScoreCacheKeys), otherwise pass 2 recomputes them.
+      // pass 2 accumulates round_f16(p) * v. Pass 1 writes the scores straight into the thread's
+      // score cache when the visible key range fits it (score_keys per row), otherwise pass 2
+      // recomputes them.
       const int64_t span = j_end - j_begin;
-      const bool cached = span <= kScoreCacheKeys;
+      const bool cached = span <= score_keys;
       for (int64_t kb = j_begin; kb < j_end; kb += kKeyBlock) {
         const int nk = static_cast<int>(std::min<int64_t>(kKeyBlock, j_end - kb));
         const float *Kb, *Vb;
         load(kb, nk, false, Kb, Vb);
-        scores(kb, nk, Kb);
+        float* dst = cached ? score_cache + (kb - j_begin) : S;
+        const size_t stride = cached ? static_cast<size_t>(score_keys) : static_cast<size_t>(kKeyBlock);
+        scores(kb, nk, Kb, dst, stride);
         for (int r = 0; r < nrows; ++r) {
-          const float* Sr = S + static_cast<size_t>(r) * kKeyBlock;
-          if (cached) std::copy(Sr, Sr + nk, score_cache + static_cast<size_t>(r) * kScoreCacheKeys + (kb - j_begin));
-          float rmax = kNegInf;
-          for (int j = 0; j < nk; ++j) rmax = std::max(rmax, Sr[j]);
+          const float* Sr = dst + r * stride;
+          const float rmax = row_max(Sr, nk);
           if (rmax == kNegInf) continue;
           const float m_new = std::max(m[r], rmax);
           if (m[r] != kNegInf && m_new != m[r]) l[r] *= std::exp(static_cast<double>(m[r]) - m_new);
-          double lsum = 0.0;
-          for (int j = 0; j < nk; ++j)
-            if (Sr[j] != kNegInf) lsum += static_cast<double>(std::exp(Sr[j] - m_new));
-          l[r] += lsum;
+          l[r] += exp_sum_row(Sr, nk, m_new, nullptr);
           m[r] = m_new;
         }
       }
@@ -187,20 +179,23 @@ void attention_prefill(const AttentionParams& p, const float* q, const int32_t* 
         const int nk = static_cast<int>(std::min<int64_t>(kKeyBlock, j_end - kb));
         const float *Kb, *Vb;
         load(kb, nk, !cached, Kb, Vb);
+        const float* src = S;
+        size_t stride = kKeyBlock;
         if (cached) {
           f16_to_f32(static_cast<const uint16_t*>(hc.v_data()) + kb * hd, Vf, nk * hd);
           Vb = Vf;
-          for (int r = 0; r < nrows; ++r) {
-            const float* src = score_cache + static_cast<size_t>(r) * kScoreCacheKeys + (kb - j_begin);
-            std::copy(src, src + nk, S + static_cast<size_t>(r) * kKeyBlock);
-          }
+          src = score_cache + (kb - j_begin);
+          stride = static_cast<size_t>(score_keys);
         } else {
-          scores(kb, nk, Kb);
+          scores(kb, nk, Kb, S, kKeyBlock);
         }
         for (int r = 0; r < nrows; ++r) {
-          float* Sr = S + static_cast<size_t>(r) * kKeyBlock;
-          const auto inv = static_cast<float>(l[r]);
-          for (int j = 0; j < nk; ++j) Sr[j] = Sr[j] == kNegInf ? 0.0f : round_f16(std::exp(Sr[j] - m[r]) * inv);
+          float* Pr = S + static_cast<size_t>(r) * kKeyBlock;
+          if (m[r] == kNegInf) {
+            std::fill(Pr, Pr + nk, 0.0f);
+            continue;
+          }
+          softmax_f16_row(src + r * stride, nk, m[r], static_cast<float>(l[r]), Pr);
         }
         pv_tile(S, kKeyBlock, nrows, Vb, nk, hd, acc);
       }

@@ -13,8 +13,9 @@ namespace snapkv::attn {
 /// exact in f32, so the scores then equal ggml's bit for bit.
 constexpr int kExactDotBelow = 64;
 
-/// F16 caches: keys whose scores pass 1 keeps for pass 2, per query row of a task.
-constexpr int64_t kScoreCacheKeys = 4096;
+/// F16 caches: at most this many keys per query row have their scores kept from pass 1 for pass 2
+/// (48 rows x 64K keys x 4 bytes = 12 MiB per thread); longer key ranges are scored twice.
+constexpr int64_t kScoreCacheMaxKeys = 65536;
 
 /// Query rows (tokens x heads of one KV group) processed together by one task.
 size_t prefill_block_rows(const AttentionParams& p);
@@ -24,9 +25,9 @@ size_t prefill_thread_floats(const AttentionParams& p);
 /// Attention of n_q > 1 queries (already rounded to F16 precision for an F16 cache). Per-thread
 /// scratch: thread_scratch[threads][thread_floats], thread_sums[threads][rows],
 /// thread_rows[threads][rows] with rows = prefill_block_rows(p), and for an F16 cache
-/// score_cache[threads][rows][kScoreCacheKeys] (unused for F32).
+/// score_cache[threads][rows][score_keys] (unused for F32; score_keys >= 0).
 void attention_prefill(const AttentionParams& p, const float* q, const int32_t* q_pos, int64_t n_q,
                        const KVLayerCache& cache, float* out, float* thread_scratch, size_t thread_floats,
-                       double* thread_sums, const float** thread_rows, float* score_cache);
+                       double* thread_sums, const float** thread_rows, float* score_cache, int64_t score_keys);
 
 }  // namespace snapkv::attn

@@ -136,8 +136,14 @@ INSTANTIATE_TEST_SUITE_P(
         AttnCase{4, 1, 256, 40, 400, 0, KVType::F32, 1.0}, AttnCase{4, 1, 256, 40, 400, 0, KVType::F16, 1.0},
         AttnCase{4, 1, 64, 70, 200, 33, KVType::F32, 0.8}, AttnCase{4, 1, 64, 70, 200, 33, KVType::F16, 0.8},
         AttnCase{6, 3, 12, 17, 90, 5, KVType::F32, 0.4}, AttnCase{2, 2, 4, 5, 5, 0, KVType::F32, 1.0},
-        // F16 prefill whose visible range exceeds the kept-scores cache (scores recomputed)
-        AttnCase{4, 2, 64, 20, 5000, 0, KVType::F16, 1.0}, AttnCase{4, 2, 64, 20, 5000, 4500, KVType::F16, 1.0}));
+        // SmolLM2's GQA shape (3 query heads per KV head): query blocks with an odd number of rows
+        AttnCase{9, 3, 64, 37, 3000, 0, KVType::F16, 0.9}, AttnCase{9, 3, 64, 37, 3000, 0, KVType::F32, 0.9},
+        // head_dim a multiple of 32 other than 64, and one that is not (scalar P V path)
+        AttnCase{4, 2, 32, 19, 500, 0, KVType::F32, 1.0}, AttnCase{4, 2, 72, 19, 500, 0, KVType::F16, 1.0},
+        // F16 prefill over long key ranges: scores kept between the passes (5000), and a range
+        // longer than the kept-scores cache (kScoreCacheMaxKeys = 65536: scores recomputed)
+        AttnCase{4, 2, 64, 20, 5000, 0, KVType::F16, 1.0}, AttnCase{4, 2, 64, 20, 5000, 4500, KVType::F16, 1.0},
+        AttnCase{2, 1, 64, 6, 70000, 0, KVType::F16, 1.0}));
 
 TEST(Attention, QueryWithoutVisibleKeysGetsZeros) {
   // One head holding positions {0, 1, 2}; a window of 2 and a query at position 10 sees nothing.

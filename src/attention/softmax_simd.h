@@ -1,0 +1,154 @@
+// Row helpers of the blocked prefill softmax: causal/sliding-window masking with the attention
+// scale, row maxima, and exponentials, 8 lanes at a time with AVX2 (scalar otherwise).
+//
+// Every element goes through the same exp() whatever its place in a row (row tails are padded to a
+// full vector), so a probability does not depend on how many keys a block holds; that keeps the
+// prefill independent of the query chunk size.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "attention/simd.h"
+
+namespace snapkv::attn {
+
+constexpr float kSoftmaxNegInf = -std::numeric_limits<float>::infinity();
+
+#if SNAPKV_ATTN_AVX2
+/// e^x for 8 lanes, relative error below 2e-7 (about 2 ulp) for x in [-87.3, 88.7]; 0 below that
+/// range (including -inf), +inf above. Range reduction x = n ln2 + r with |r| <= ln2 / 2 (ln2 split
+/// in a high part exact in f32 and a low correction, Cody & Waite 1980), then a degree-7 Taylor
+/// polynomial of e^r (truncation error r^8 / 8! < 1.3e-8) evaluated by Horner's rule, scaled by 2^n
+/// through the exponent bits.
+inline __m256 exp8(__m256 x) {
+  const __m256 too_small = _mm256_cmp_ps(x, _mm256_set1_ps(-87.33654f), _CMP_LT_OQ);
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.33654f)), _mm256_set1_ps(88.72283f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  // n in [-126, 128]: 2^n = 2^(n/2) * 2^(n - n/2) keeps both factors normal up to n = 128.
+  const __m256i ni = _mm256_cvtps_epi32(n);
+  const __m256i h = _mm256_srai_epi32(ni, 1);
+  const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h, _mm256_set1_epi32(127)), 23));
+  const __m256 s2 =
+      _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ni, h), _mm256_set1_epi32(127)), 23));
+  return _mm256_andnot_ps(too_small, _mm256_mul_ps(_mm256_mul_ps(p, s1), s2));
+}
+
+/// Loads n < 8 floats, the other lanes set to fill.
+inline __m256 load_partial(const float* x, int n, float fill) {
+  alignas(32) float buf[8];
+  for (int i = 0; i < 8; ++i) buf[i] = i < n ? x[i] : fill;
+  return _mm256_load_ps(buf);
+}
+inline void store_partial(float* y, int n, __m256 v) {
+  alignas(32) float buf[8];
+  _mm256_store_ps(buf, v);
+  for (int i = 0; i < n; ++i) y[i] = buf[i];
+}
+inline double hsum_pd(__m256d v) {
+  const __m128d lo = _mm256_castpd256_pd128(v), hi = _mm256_extractf128_pd(v, 1);
+  const __m128d s = _mm_add_pd(lo, hi);
+  return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
+}
+#endif
+
+/// s[j] = scale * s[j] for the keys that query position qp sees, -inf for the others: key
+/// positions kpos[0..n) (ascending) after qp (causal) or at distance >= window (window > 0).
+inline void mask_scale_row(float* s, int n, const int32_t* kpos, int64_t qp, int window, float scale) {
+  if (n <= 0) return;
+  const bool all_visible = kpos[n - 1] <= qp && (window <= 0 || qp - kpos[0] < window);
+  if (all_visible) {
+    int j = 0;
+#if SNAPKV_ATTN_AVX2
+    const __m256 vs = _mm256_set1_ps(scale);
+    for (; j + 8 <= n; j += 8) _mm256_storeu_ps(s + j, _mm256_mul_ps(_mm256_loadu_ps(s + j), vs));
+#endif
+    for (; j < n; ++j) s[j] *= scale;
+    return;
+  }
+  for (int j = 0; j < n; ++j) {
+    const int64_t kp = kpos[j];
+    s[j] = (kp > qp || (window > 0 && qp - kp >= window)) ? kSoftmaxNegInf : scale * s[j];
+  }
+}
+
+/// max_j s[j] (-inf for an all-masked row).
+inline float row_max(const float* s, int n) {
+  int j = 0;
+  float m = kSoftmaxNegInf;
+#if SNAPKV_ATTN_AVX2
+  if (n >= 8) {
+    __m256 vm = _mm256_set1_ps(kSoftmaxNegInf);
+    for (; j + 8 <= n; j += 8) vm = _mm256_max_ps(vm, _mm256_loadu_ps(s + j));
+    alignas(32) float buf[8];
+    _mm256_store_ps(buf, vm);
+    for (const float v : buf) m = std::max(m, v);
+  }
+#endif
+  for (; j < n; ++j) m = std::max(m, s[j]);
+  return m;
+}
+
+/// Returns sum_j e^(s[j] - m) in double (masked -inf entries add 0); when out is not null also
+/// writes out[j] = e^(s[j] - m) (out may equal s). m must be finite.
+inline double exp_sum_row(const float* s, int n, float m, float* out) {
+#if SNAPKV_ATTN_AVX2
+  const __m256 vm = _mm256_set1_ps(m);
+  __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
+  int j = 0;
+  auto step = [&](__m256 e) {
+    a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+    a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+  };
+  for (; j + 8 <= n; j += 8) {
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm));
+    if (out != nullptr) _mm256_storeu_ps(out + j, e);
+    step(e);
+  }
+  if (j < n) {
+    const __m256 e = exp8(_mm256_sub_ps(load_partial(s + j, n - j, kSoftmaxNegInf), vm));
+    if (out != nullptr) store_partial(out + j, n - j, e);
+    step(e);
+  }
+  return hsum_pd(_mm256_add_pd(a0, a1));
+#else
+  double sum = 0.0;
+  for (int j = 0; j < n; ++j) {
+    const float e = s[j] == kSoftmaxNegInf ? 0.0f : std::exp(s[j] - m);
+    if (out != nullptr) out[j] = e;
+    sum += static_cast<double>(e);
+  }
+  return sum;
+#endif
+}
+
+/// out[j] = round_f16(e^(s[j] - m) * inv): the normalized probabilities rounded to F16 as ggml
+/// does before multiplying them with an F16 V (masked -inf entries give 0). m must be finite.
+inline void softmax_f16_row(const float* s, int n, float m, float inv, float* out) {
+#if SNAPKV_ATTN_AVX2
+  const __m256 vm = _mm256_set1_ps(m), vi = _mm256_set1_ps(inv);
+  auto prob = [&](__m256 x) {
+    const __m256 p = _mm256_mul_ps(exp8(_mm256_sub_ps(x, vm)), vi);
+    return _mm256_cvtph_ps(_mm256_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT));
+  };
+  int j = 0;
+  for (; j + 8 <= n; j += 8) _mm256_storeu_ps(out + j, prob(_mm256_loadu_ps(s + j)));
+  if (j < n) store_partial(out + j, n - j, prob(load_partial(s + j, n - j, kSoftmaxNegInf)));
+#else
+  for (int j = 0; j < n; ++j) out[j] = s[j] == kSoftmaxNegInf ? 0.0f : round_f16(std::exp(s[j] - m) * inv);
+#endif
+}
+
+}  // namespace snapkv::attn

@@ -1,0 +1,204 @@
+// Register-tiled Q K^T and P V kernels of the blocked prefill attention (AVX2 when available,
+// scalar otherwise). Every output element is accumulated in the same order whatever tile or row
+// group it falls in, so results do not depend on block shapes (nor on the prefill chunk size).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "attention/simd.h"
+
+namespace snapkv::attn {
+
+#if SNAPKV_ATTN_AVX2
+/// dot(a, b) for n % 8 == 0 with one 8-lane accumulator: the same operation sequence as each
+/// entry of qk_tile's register tile, so a score does not depend on where it falls in a tile.
+inline float dot8(const float* a, const float* b, int n) {
+  __m256 acc = _mm256_setzero_ps();
+  for (int d = 0; d < n; d += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + d), _mm256_loadu_ps(b + d), acc);
+  return hsum(acc);
+}
+#endif
+
+/// S[r * s_stride + j] = dot(q[r], K[j]) for r < nr, j < nk; q[r] = qrows[r] (hd floats each),
+/// K rows contiguous [nk][hd]. Register-blocked 2 rows x 4 keys when hd % 8 == 0 (AVX2), so each
+/// loaded vector feeds several FMAs; f32 accumulation.
+inline void qk_tile(const float* const* qrows, int nr, const float* K, int nk, int hd, float* S, int s_stride) {
+#if SNAPKV_ATTN_AVX2
+  if (hd % 8 == 0) {
+    int r = 0;
+    for (; r + 2 <= nr; r += 2) {
+      const float* q0 = qrows[r];
+      const float* q1 = qrows[r + 1];
+      int j = 0;
+      for (; j + 4 <= nk; j += 4) {
+        const float* k0 = K + static_cast<size_t>(j) * hd;
+        __m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a03 = a00;
+        __m256 a10 = a00, a11 = a00, a12 = a00, a13 = a00;
+        for (int d = 0; d < hd; d += 8) {
+          const __m256 x0 = _mm256_loadu_ps(q0 + d), x1 = _mm256_loadu_ps(q1 + d);
+          const __m256 y0 = _mm256_loadu_ps(k0 + d), y1 = _mm256_loadu_ps(k0 + hd + d);
+          const __m256 y2 = _mm256_loadu_ps(k0 + 2 * hd + d), y3 = _mm256_loadu_ps(k0 + 3 * hd + d);
+          a00 = _mm256_fmadd_ps(x0, y0, a00);
+          a01 = _mm256_fmadd_ps(x0, y1, a01);
+          a02 = _mm256_fmadd_ps(x0, y2, a02);
+          a03 = _mm256_fmadd_ps(x0, y3, a03);
+          a10 = _mm256_fmadd_ps(x1, y0, a10);
+          a11 = _mm256_fmadd_ps(x1, y1, a11);
+          a12 = _mm256_fmadd_ps(x1, y2, a12);
+          a13 = _mm256_fmadd_ps(x1, y3, a13);
+        }
+        float* s0 = S + static_cast<size_t>(r) * s_stride + j;
+        float* s1 = s0 + s_stride;
+        s0[0] = hsum(a00);
+        s0[1] = hsum(a01);
+        s0[2] = hsum(a02);
+        s0[3] = hsum(a03);
+        s1[0] = hsum(a10);
+        s1[1] = hsum(a11);
+        s1[2] = hsum(a12);
+        s1[3] = hsum(a13);
+      }
+      for (; j < nk; ++j) {
+        S[static_cast<size_t>(r) * s_stride + j] = dot8(q0, K + static_cast<size_t>(j) * hd, hd);
+        S[static_cast<size_t>(r + 1) * s_stride + j] = dot8(q1, K + static_cast<size_t>(j) * hd, hd);
+      }
+    }
+    for (; r < nr; ++r)
+      for (int j = 0; j < nk; ++j)
+        S[static_cast<size_t>(r) * s_stride + j] = dot8(qrows[r], K + static_cast<size_t>(j) * hd, hd);
+    return;
+  }
+#endif
+  for (int r = 0; r < nr; ++r)
+    for (int j = 0; j < nk; ++j)
+      S[static_cast<size_t>(r) * s_stride + j] = dot_f32(qrows[r], K + static_cast<size_t>(j) * hd, hd);
+}
+
+#if SNAPKV_ATTN_AVX2
+/// KT[d * kt_stride + j] = K[j * hd + d] for j < nk, 0 for nk <= j < round_up(nk, 32): one key
+/// block (K rows contiguous [nk][hd]) transposed so qk_tile_t can use whole vectors of keys.
+/// Requires round_up(nk, 32) <= kt_stride.
+inline void transpose_keys(const float* K, int nk, int hd, float* KT, int kt_stride) {
+  const int padded = (nk + 31) / 32 * 32;
+  for (int d = 0; d < hd; ++d) {
+    float* row = KT + static_cast<size_t>(d) * kt_stride;
+    for (int j = 0; j < nk; ++j) row[j] = K[static_cast<size_t>(j) * hd + d];
+    for (int j = nk; j < padded; ++j) row[j] = 0.0f;
+  }
+}
+
+/// Stores the first n (<= 8) lanes of v to out.
+inline void store_first(float* out, int n, __m256 v) {
+  if (n >= 8) {
+    _mm256_storeu_ps(out, v);
+  } else if (n > 0) {
+    alignas(32) float buf[8];
+    _mm256_store_ps(buf, v);
+    for (int i = 0; i < n; ++i) out[i] = buf[i];
+  }
+}
+
+/// Two query rows (q0, q1; the same row twice for a single one) x 32 keys per step:
+/// S0[j] = sum_d q0[d] * KT[d][j], S1[j] likewise, d ascending. Named accumulators keep the tile in
+/// registers.
+inline void qk_rows2_t(const float* q0, const float* q1, const float* KT, int kt_stride, int nk, int hd, float* S0,
+                       float* S1) {
+  for (int j = 0; j < nk; j += 32) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    const float* kt = KT + j;
+    for (int d = 0; d < hd; ++d, kt += kt_stride) {
+      const __m256 k0 = _mm256_loadu_ps(kt), k1 = _mm256_loadu_ps(kt + 8);
+      const __m256 k2 = _mm256_loadu_ps(kt + 16), k3 = _mm256_loadu_ps(kt + 24);
+      const __m256 x0 = _mm256_broadcast_ss(q0 + d), x1 = _mm256_broadcast_ss(q1 + d);
+      a0 = _mm256_fmadd_ps(x0, k0, a0);
+      a1 = _mm256_fmadd_ps(x0, k1, a1);
+      a2 = _mm256_fmadd_ps(x0, k2, a2);
+      a3 = _mm256_fmadd_ps(x0, k3, a3);
+      b0 = _mm256_fmadd_ps(x1, k0, b0);
+      b1 = _mm256_fmadd_ps(x1, k1, b1);
+      b2 = _mm256_fmadd_ps(x1, k2, b2);
+      b3 = _mm256_fmadd_ps(x1, k3, b3);
+    }
+    const int left = nk - j;
+    // Row 1 first: with one row, S1 == S0 and row 0's values must win (they are equal anyway).
+    store_first(S1 + j, left, b0);
+    store_first(S1 + j + 8, left - 8, b1);
+    store_first(S1 + j + 16, left - 16, b2);
+    store_first(S1 + j + 24, left - 24, b3);
+    store_first(S0 + j, left, a0);
+    store_first(S0 + j + 8, left - 8, a1);
+    store_first(S0 + j + 16, left - 16, a2);
+    store_first(S0 + j + 24, left - 24, a3);
+  }
+}
+
+/// S[r * s_stride + j] = dot(qrows[r], K[j]) for r < nr, j < nk from the transposed key block KT
+/// (see transpose_keys); f32 accumulation over d in ascending order, 2 rows x 32 keys per tile.
+inline void qk_tile_t(const float* const* qrows, int nr, const float* KT, int kt_stride, int nk, int hd, float* S,
+                      size_t s_stride) {
+  for (int r = 0; r < nr; r += 2) {
+    const bool two = r + 1 < nr;
+    qk_rows2_t(qrows[r], two ? qrows[r + 1] : qrows[r], KT, kt_stride, nk, hd, S + r * s_stride,
+               S + (two ? r + 1 : r) * s_stride);
+  }
+}
+
+/// acc[r][d0 .. d0 + 32) += sum_j P[r * p_stride + j] * V[j][d0 .. d0 + 32) for rows r = 0, 1 (or
+/// row 0 only when two_rows is false), j ascending. Named accumulators keep the tile in registers.
+inline void pv_rows2(const float* P, int p_stride, bool two_rows, const float* V, int nk, int hd, float* acc) {
+  const float* p0 = P;
+  const float* p1 = two_rows ? P + p_stride : P;
+  float* c0 = acc;
+  float* c1 = two_rows ? acc + hd : acc;
+  for (int d = 0; d < hd; d += 32) {
+    __m256 a0 = _mm256_loadu_ps(c0 + d), a1 = _mm256_loadu_ps(c0 + d + 8);
+    __m256 a2 = _mm256_loadu_ps(c0 + d + 16), a3 = _mm256_loadu_ps(c0 + d + 24);
+    __m256 b0 = _mm256_loadu_ps(c1 + d), b1 = _mm256_loadu_ps(c1 + d + 8);
+    __m256 b2 = _mm256_loadu_ps(c1 + d + 16), b3 = _mm256_loadu_ps(c1 + d + 24);
+    const float* v = V + d;
+    for (int j = 0; j < nk; ++j, v += hd) {
+      const __m256 w0 = _mm256_broadcast_ss(p0 + j), w1 = _mm256_broadcast_ss(p1 + j);
+      const __m256 v0 = _mm256_loadu_ps(v), v1 = _mm256_loadu_ps(v + 8);
+      const __m256 v2 = _mm256_loadu_ps(v + 16), v3 = _mm256_loadu_ps(v + 24);
+      a0 = _mm256_fmadd_ps(w0, v0, a0);
+      a1 = _mm256_fmadd_ps(w0, v1, a1);
+      a2 = _mm256_fmadd_ps(w0, v2, a2);
+      a3 = _mm256_fmadd_ps(w0, v3, a3);
+      b0 = _mm256_fmadd_ps(w1, v0, b0);
+      b1 = _mm256_fmadd_ps(w1, v1, b1);
+      b2 = _mm256_fmadd_ps(w1, v2, b2);
+      b3 = _mm256_fmadd_ps(w1, v3, b3);
+    }
+    // Row 1 first: with one row, c1 == c0 and row 0's values must win.
+    _mm256_storeu_ps(c1 + d, b0);
+    _mm256_storeu_ps(c1 + d + 8, b1);
+    _mm256_storeu_ps(c1 + d + 16, b2);
+    _mm256_storeu_ps(c1 + d + 24, b3);
+    _mm256_storeu_ps(c0 + d, a0);
+    _mm256_storeu_ps(c0 + d + 8, a1);
+    _mm256_storeu_ps(c0 + d + 16, a2);
+    _mm256_storeu_ps(c0 + d + 24, a3);
+  }
+}
+#endif
+
+/// acc[r][:] += sum_j P[r * p_stride + j] * V[j][:] for r < nr (acc rows contiguous [nr][hd]),
+/// j ascending for every element. Register-tiled 2 rows x 32 dims when hd % 32 == 0 (AVX2): acc
+/// stays in registers over the keys. Zero probabilities are multiplied like any other (V is finite).
+inline void pv_tile(const float* P, int p_stride, int nr, const float* V, int nk, int hd, float* acc) {
+#if SNAPKV_ATTN_AVX2
+  if (hd % 32 == 0) {
+    for (int r = 0; r < nr; r += 2)
+      pv_rows2(P + static_cast<size_t>(r) * p_stride, p_stride, r + 1 < nr, V, nk, hd,
+               acc + static_cast<size_t>(r) * hd);
+    return;
+  }
+#endif
+  for (int r = 0; r < nr; ++r)
+    for (int j = 0; j < nk; ++j)
+      axpy_f32(acc + static_cast<size_t>(r) * hd, P[static_cast<size_t>(r) * p_stride + j],
+               V + static_cast<size_t>(j) * hd, hd);
+}
+
+}  // namespace snapkv::attn
