@@ -41,7 +41,7 @@ size_t prefill_block_rows(const AttentionParams& p) {
 size_t prefill_thread_floats(const AttentionParams& p) {
   const size_t rows = prefill_block_rows(p);
   const auto hd = static_cast<size_t>(p.head_dim);
-  return 3 * kKeyBlock * hd + rows * kKeyBlock + rows * hd + rows;
+  return 2 * kKeyBlock * hd + rows * kKeyBlock + rows * hd + rows;
 }
 
 void attention_prefill(const AttentionParams& p, const float* q, const int32_t* q_pos, int64_t n_q,
@@ -68,7 +68,6 @@ void attention_prefill(const AttentionParams& p, const float* q, const int32_t* 
     float* S = Vf + kKeyBlock * hd;  // [rows][kKeyBlock] scores, then probabilities
     float* acc = S + max_rows * kKeyBlock;
     float* m = acc + max_rows * static_cast<size_t>(hd);
-    [[maybe_unused]] float* KT = m + max_rows;  // [hd][kKeyBlock] transposed key block (AVX2 path)
     double* l = thread_sums + tid * max_rows;
     const float** qrows = thread_rows + tid * max_rows;
     float* score_cache = f16 ? score_cache_all + tid * max_rows * static_cast<size_t>(score_keys) : nullptr;
@@ -110,12 +109,7 @@ void attention_prefill(const AttentionParams& p, const float* q, const int32_t* 
           for (int j = 0; j < nk; ++j)
             dst[r * stride + j] = dot_f32_acc64(qrows[r], Kb + static_cast<size_t>(j) * hd, hd);
       } else {
-#if SNAPKV_ATTN_AVX2
-        transpose_keys(Kb, nk, hd, KT, kKeyBlock);
-        qk_tile_t(qrows, nrows, KT, kKeyBlock, nk, hd, dst, stride);
-#else
         qk_tile(qrows, nrows, Kb, nk, hd, dst, static_cast<int>(stride));
-#endif
       }
       for (int r = 0; r < nrows; ++r)
         mask_scale_row(dst + r * stride, nk, P + kb, q_pos[t0 + r / G], p.window, p.scale);
