@@ -6,6 +6,7 @@
 // prefill independent of the query chunk size.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -15,6 +16,11 @@
 namespace snapkv::attn {
 
 constexpr float kSoftmaxNegInf = -std::numeric_limits<float>::infinity();
+/// Below this exp() gives 0 (its result would be subnormal): the same in the vector and scalar code.
+constexpr float kExpMinArg = -87.33654f;
+
+/// Scalar e^x with the vector exp's range convention (0 below kExpMinArg, including -inf).
+inline float exp_or_zero(float x) { return x < kExpMinArg ? 0.0f : std::exp(x); }
 
 #if SNAPKV_ATTN_AVX2
 /// e^x for 8 lanes, relative error below 2e-7 (about 2 ulp) for x in [-87.3, 88.7]; 0 below that
@@ -23,8 +29,8 @@ constexpr float kSoftmaxNegInf = -std::numeric_limits<float>::infinity();
 /// polynomial of e^r (truncation error r^8 / 8! < 1.3e-8) evaluated by Horner's rule, scaled by 2^n
 /// through the exponent bits.
 inline __m256 exp8(__m256 x) {
-  const __m256 too_small = _mm256_cmp_ps(x, _mm256_set1_ps(-87.33654f), _CMP_LT_OQ);
-  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.33654f)), _mm256_set1_ps(88.72283f));
+  const __m256 too_small = _mm256_cmp_ps(x, _mm256_set1_ps(kExpMinArg), _CMP_LT_OQ);
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(kExpMinArg)), _mm256_set1_ps(88.72283f));
   const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
@@ -126,7 +132,7 @@ inline double exp_sum_row(const float* s, int n, float m, float* out) {
 #else
   double sum = 0.0;
   for (int j = 0; j < n; ++j) {
-    const float e = s[j] == kSoftmaxNegInf ? 0.0f : std::exp(s[j] - m);
+    const float e = exp_or_zero(s[j] - m);
     if (out != nullptr) out[j] = e;
     sum += static_cast<double>(e);
   }
@@ -147,7 +153,7 @@ inline void softmax_f16_row(const float* s, int n, float m, float inv, float* ou
   for (; j + 8 <= n; j += 8) _mm256_storeu_ps(out + j, prob(_mm256_loadu_ps(s + j)));
   if (j < n) store_partial(out + j, n - j, prob(load_partial(s + j, n - j, kSoftmaxNegInf)));
 #else
-  for (int j = 0; j < n; ++j) out[j] = s[j] == kSoftmaxNegInf ? 0.0f : round_f16(std::exp(s[j] - m) * inv);
+  for (int j = 0; j < n; ++j) out[j] = round_f16(exp_or_zero(s[j] - m) * inv);
 #endif
 }
 
