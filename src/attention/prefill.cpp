@@ -171,8 +171,8 @@ void attention_prefill(const AttentionParams& p, const float* q, const int32_t* 
       for (int r = 0; r < nrows; ++r) l[r] = l[r] > 0.0 ? static_cast<float>(1.0 / l[r]) : 0.0f;
       for (int64_t kb = j_begin; kb < j_end; kb += kKeyBlock) {
         const int nk = static_cast<int>(std::min<int64_t>(kKeyBlock, j_end - kb));
-        const float *Kb, *Vb;
-        load(kb, nk, !cached, Kb, Vb);
+        const float *Kb = nullptr, *Vb = nullptr;
+        if (!cached) load(kb, nk, true, Kb, Vb);  // the cached path needs V only (converted below)
         const float* src = S;
         size_t stride = kKeyBlock;
         if (cached) {

@@ -14,7 +14,7 @@ namespace snapkv::attn {
 constexpr int kExactDotBelow = 64;
 
 /// F16 caches: at most this many keys per query row have their scores kept from pass 1 for pass 2
-/// (48 rows x 64K keys x 4 bytes = 12 MiB per thread); longer key ranges are scored twice.
+/// (up to 64 rows x 64K keys x 4 bytes = 16 MiB per thread); longer key ranges are scored twice.
 constexpr int64_t kScoreCacheMaxKeys = 65536;
 
 /// Query rows (tokens x heads of one KV group) processed together by one task.

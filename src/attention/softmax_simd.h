@@ -24,11 +24,12 @@ inline float exp_or_zero(float x) { return x < kExpMinArg ? 0.0f : std::exp(x); 
 
 #if SNAPKV_ATTN_AVX2
 /// e^x for 8 lanes, relative error below 2e-7 (about 2 ulp) for x in [-87.3, 88.7]; 0 below that
-/// range (including -inf), +inf above. Range reduction x = n ln2 + r with |r| <= ln2 / 2 (ln2 split
+/// range (including -inf), FLT_MAX above it, NaN for NaN. Range reduction x = n ln2 + r with |r| <= ln2 / 2 (ln2 split
 /// in a high part exact in f32 and a low correction, Cody & Waite 1980), then a degree-7 Taylor
 /// polynomial of e^r (truncation error r^8 / 8! < 1.3e-8) evaluated by Horner's rule, scaled by 2^n
 /// through the exponent bits.
 inline __m256 exp8(__m256 x) {
+  const __m256 is_nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);  // all bits set: a NaN, propagated below
   const __m256 too_small = _mm256_cmp_ps(x, _mm256_set1_ps(kExpMinArg), _CMP_LT_OQ);
   x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(kExpMinArg)), _mm256_set1_ps(88.72283f));
   const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
@@ -49,7 +50,7 @@ inline __m256 exp8(__m256 x) {
   const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h, _mm256_set1_epi32(127)), 23));
   const __m256 s2 =
       _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ni, h), _mm256_set1_epi32(127)), 23));
-  return _mm256_andnot_ps(too_small, _mm256_mul_ps(_mm256_mul_ps(p, s1), s2));
+  return _mm256_or_ps(is_nan, _mm256_andnot_ps(too_small, _mm256_mul_ps(_mm256_mul_ps(p, s1), s2)));
 }
 
 /// Loads n < 8 floats, the other lanes set to fill.

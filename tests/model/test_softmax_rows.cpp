@@ -41,6 +41,17 @@ TEST(SoftmaxRows, ExpOfMaskedAndTinyIsZero) {
   for (const float v : e) EXPECT_EQ(v, 0.0f);
 }
 
+// A NaN score (from a bad Q or K) stays NaN instead of turning into a probability.
+TEST(SoftmaxRows, ExpPropagatesNaN) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> x = {0.0f, nan, -1.0f, -2.0f, -3.0f, -4.0f, -5.0f, -6.0f, nan, -1.0f};
+  std::vector<float> e(x.size());
+  EXPECT_TRUE(std::isnan(exp_sum_row(x.data(), static_cast<int>(x.size()), 0.0f, e.data())));
+  EXPECT_TRUE(std::isnan(e[1]));
+  EXPECT_TRUE(std::isnan(e[8]));
+  EXPECT_EQ(e[0], 1.0f);
+}
+
 TEST(SoftmaxRows, ValueDoesNotDependOnPlaceInRow) {
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> d(-30.0f, 0.0f);
