@@ -10,31 +10,23 @@ namespace {
 
 template <FKind kKind>
 void run(const WeightView& W, const float* X, int64_t n_tokens, float* Y) {
-  TileCtx c;
-  c.w = W.data;
-  c.w_stride = W.row_bytes();
-  c.cols = W.cols;
-  c.y = Y;
-  c.y_stride = W.rows;
-  if constexpr (kKind == FKind::F32) {
-    c.act = reinterpret_cast<const uint8_t*>(X);
-    c.a_stride = static_cast<size_t>(W.cols) * sizeof(float);
-  } else {
-    const size_t stride = round_up64(static_cast<size_t>(W.cols) * sizeof(float));
-    uint8_t* act = act_scratch(stride * static_cast<size_t>(n_tokens));
+  const uint8_t* act = reinterpret_cast<const uint8_t*>(X);
+  size_t stride = static_cast<size_t>(W.cols) * sizeof(float);
+  if constexpr (kKind != FKind::F32) {
+    stride = round_up64(stride);
+    uint8_t* rounded = act_scratch(stride * static_cast<size_t>(n_tokens));
 #pragma omp parallel for schedule(static) if (n_tokens >= 8)
     for (int64_t t = 0; t < n_tokens; ++t) {
-      auto* out = reinterpret_cast<float*>(act + static_cast<size_t>(t) * stride);
+      auto* out = reinterpret_cast<float*>(rounded + static_cast<size_t>(t) * stride);
       if constexpr (kKind == FKind::F16) {
         round_row_f16(X + t * W.cols, W.cols, out);
       } else {
         round_row_bf16(X + t * W.cols, W.cols, out);
       }
     }
-    c.act = act;
-    c.a_stride = stride;
+    act = rounded;
   }
-  run_tiles<KFloat<kKind>>(c, W.rows, n_tokens);
+  run_tiles<KFloat<kKind>>(tile_ctx(W, act, stride, Y), W.rows, n_tokens);
 }
 
 }  // namespace
@@ -51,15 +43,7 @@ void matmul_bf16(const WeightView& W, const float* X, int64_t n, float* Y) {
     auto* out = reinterpret_cast<uint16_t*>(act + static_cast<size_t>(t) * stride);
     for (int64_t i = 0; i < W.cols; ++i) out[i] = fp32_to_bf16(X[t * W.cols + i]);
   }
-  TileCtx c;
-  c.w = W.data;
-  c.w_stride = W.row_bytes();
-  c.act = act;
-  c.a_stride = stride;
-  c.cols = W.cols;
-  c.y = Y;
-  c.y_stride = W.rows;
-  run_tiles<KBF16Dot>(c, W.rows, n);
+  run_tiles<KBF16Dot>(tile_ctx(W, act, stride, Y), W.rows, n);
 #else
   run<FKind::BF16>(W, X, n, Y);
 #endif

@@ -27,15 +27,7 @@ void run(const WeightView& W, const float* X, int64_t n_tokens, float* Y) {
     return;
   }
 #endif
-  TileCtx c;
-  c.w = W.data;
-  c.w_stride = W.row_bytes();
-  c.act = act;
-  c.a_stride = stride;
-  c.cols = W.cols;
-  c.y = Y;
-  c.y_stride = W.rows;
-  run_tiles<K>(c, W.rows, n_tokens);
+  run_tiles<K>(tile_ctx(W, act, stride, Y), W.rows, n_tokens);
 }
 
 }  // namespace

@@ -18,6 +18,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "snapkv/quant.h"
+
 namespace snapkv::quant {
 
 /// Everything a micro-kernel needs. Token t's activation row starts at act + t * a_stride
@@ -31,6 +33,19 @@ struct TileCtx {
   float* y = nullptr;
   int64_t y_stride = 0;
 };
+
+/// The context of Y = W X for weights W and activation rows act (a_stride bytes apart).
+inline TileCtx tile_ctx(const WeightView& W, const uint8_t* act, size_t a_stride, float* Y) {
+  TileCtx c;
+  c.w = W.data;
+  c.w_stride = W.row_bytes();
+  c.act = act;
+  c.a_stride = a_stride;
+  c.cols = W.cols;
+  c.y = Y;
+  c.y_stride = W.rows;
+  return c;
+}
 
 inline constexpr int64_t kRowBlock = 32;              ///< rows per scheduling unit (multiple of every kR)
 inline constexpr size_t kActChunkBytes = 192 * 1024;  ///< activation bytes per token chunk (L2-sized)
