@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 
+#include "attention/positions.h"
 #include "attention/prefill.h"
 #include "attention/simd.h"
 #include "snapkv/error.h"
@@ -17,18 +18,12 @@ namespace snapkv {
 namespace {
 
 constexpr int64_t kDecodeBlock = 128;  // decode: keys per parallel task
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 int64_t n_decode_blocks(int64_t max_keys) { return (max_keys + kDecodeBlock - 1) / kDecodeBlock + 1; }
 
-// First entry index whose position is >= p (positions ascending).
-int64_t lower_index(const int32_t* pos, int64_t n, int64_t p) {
-  return std::lower_bound(pos, pos + n, p, [](int32_t a, int64_t b) { return a < b; }) - pos;
-}
-// First entry index whose position is > p.
-int64_t upper_index(const int32_t* pos, int64_t n, int64_t p) {
-  return std::upper_bound(pos, pos + n, p, [](int64_t a, int32_t b) { return a < b; }) - pos;
-}
+using attn::kNegInf;
+using attn::lower_index;
+using attn::upper_index;
 
 }  // namespace
 

@@ -7,8 +7,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
+#include "attention/positions.h"
 #include "attention/simd.h"
 #include "attention/softmax_simd.h"
 #include "attention/tiles.h"
@@ -20,16 +20,8 @@ namespace {
 constexpr int kKeyBlock = 64;   // keys per block
 constexpr int kMaxTokens = 16;  // query tokens per block (fewer for large GQA groups)
 constexpr int kTargetRows = 64;
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 int block_tokens(int G) { return std::clamp(kTargetRows / G, 1, kMaxTokens); }
-
-int64_t lower_index(const int32_t* pos, int64_t n, int64_t p) {
-  return std::lower_bound(pos, pos + n, p, [](int32_t a, int64_t b) { return a < b; }) - pos;
-}
-int64_t upper_index(const int32_t* pos, int64_t n, int64_t p) {
-  return std::upper_bound(pos, pos + n, p, [](int64_t a, int32_t b) { return a < b; }) - pos;
-}
 
 }  // namespace
 

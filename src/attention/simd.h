@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 
 #include "snapkv/fp16.h"
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
@@ -10,6 +11,9 @@
 #endif
 
 namespace snapkv::attn {
+
+/// Score of a masked key.
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 #if SNAPKV_ATTN_AVX2
 inline float hsum(__m256 v) {

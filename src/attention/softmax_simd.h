@@ -15,7 +15,6 @@
 
 namespace snapkv::attn {
 
-constexpr float kSoftmaxNegInf = -std::numeric_limits<float>::infinity();
 /// Below this exp() gives 0 (its result would be subnormal): the same in the vector and scalar code.
 constexpr float kExpMinArg = -87.33654f;
 
@@ -87,17 +86,17 @@ inline void mask_scale_row(float* s, int n, const int32_t* kpos, int64_t qp, int
   }
   for (int j = 0; j < n; ++j) {
     const int64_t kp = kpos[j];
-    s[j] = (kp > qp || (window > 0 && qp - kp >= window)) ? kSoftmaxNegInf : scale * s[j];
+    s[j] = (kp > qp || (window > 0 && qp - kp >= window)) ? kNegInf : scale * s[j];
   }
 }
 
 /// max_j s[j] (-inf for an all-masked row).
 inline float row_max(const float* s, int n) {
   int j = 0;
-  float m = kSoftmaxNegInf;
+  float m = kNegInf;
 #if SNAPKV_ATTN_AVX2
   if (n >= 8) {
-    __m256 vm = _mm256_set1_ps(kSoftmaxNegInf);
+    __m256 vm = _mm256_set1_ps(kNegInf);
     for (; j + 8 <= n; j += 8) vm = _mm256_max_ps(vm, _mm256_loadu_ps(s + j));
     alignas(32) float buf[8];
     _mm256_store_ps(buf, vm);
@@ -125,7 +124,7 @@ inline double exp_sum_row(const float* s, int n, float m, float* out) {
     step(e);
   }
   if (j < n) {
-    const __m256 e = exp8(_mm256_sub_ps(load_partial(s + j, n - j, kSoftmaxNegInf), vm));
+    const __m256 e = exp8(_mm256_sub_ps(load_partial(s + j, n - j, kNegInf), vm));
     if (out != nullptr) store_partial(out + j, n - j, e);
     step(e);
   }
@@ -152,7 +151,7 @@ inline void softmax_f16_row(const float* s, int n, float m, float inv, float* ou
   };
   int j = 0;
   for (; j + 8 <= n; j += 8) _mm256_storeu_ps(out + j, prob(_mm256_loadu_ps(s + j)));
-  if (j < n) store_partial(out + j, n - j, prob(load_partial(s + j, n - j, kSoftmaxNegInf)));
+  if (j < n) store_partial(out + j, n - j, prob(load_partial(s + j, n - j, kNegInf)));
 #else
   for (int j = 0; j < n; ++j) out[j] = round_f16(exp_or_zero(s[j] - m) * inv);
 #endif
