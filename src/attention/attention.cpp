@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
 #include "attention/positions.h"
 #include "attention/prefill.h"
