@@ -26,9 +26,9 @@
 #include <string>
 #include <vector>
 
-#include "snapkv/fp16.h"
-#include "snapkv/ggml_type.h"
-#include "snapkv/quant.h"
+#include "core/fp16.h"
+#include "core/ggml_type.h"
+#include "quant/quant.h"
 
 namespace {
 

@@ -6,8 +6,8 @@
 #include <span>
 #include <string>
 
+#include "gguf/gguf.h"
 #include "snapkv/error.h"
-#include "snapkv/gguf.h"
 
 namespace {
 

@@ -1,6 +1,6 @@
 // make_fuzz_seeds: writes the seed corpus of the GGUF parser fuzzer (six small GGUF files, each < 8 KiB)
 // into a directory, creating it if needed. fuzz/run.sh calls it for every fuzz run; the seeds are not
-// committed. The generator is snapkv::write_fuzz_seeds (include/snapkv/fuzz_seeds.h).
+// committed. The generator is snapkv::write_fuzz_seeds (include/support/fuzz_seeds.h).
 //
 //   make_fuzz_seeds <output dir>
 #include <CLI/CLI.hpp>
@@ -10,7 +10,7 @@
 #include <system_error>
 
 #include "snapkv/error.h"
-#include "snapkv/fuzz_seeds.h"
+#include "support/fuzz_seeds.h"
 
 int main(int argc, char** argv) {
   std::string dir;

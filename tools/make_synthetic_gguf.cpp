@@ -1,6 +1,6 @@
 // make_synthetic_gguf: writes a Llama-architecture GGUF with random (seeded) Q8_0 weights and a byte-level
 // vocabulary. Default shapes = SmolLM2-135M with a 32K context. The generator is
-// snapkv::write_synthetic_model (include/snapkv/synthetic_model.h); this is only its command line.
+// snapkv::write_synthetic_model (include/support/synthetic_model.h); this is only its command line.
 //
 //   make_synthetic_gguf -o synthetic.gguf [--seed 1234] [--n-layer 30] [--n-embd 576] ...
 #include <CLI/CLI.hpp>
@@ -10,7 +10,7 @@
 #include <string>
 
 #include "snapkv/error.h"
-#include "snapkv/synthetic_model.h"
+#include "support/synthetic_model.h"
 
 int main(int argc, char** argv) {
   snapkv::SyntheticModelConfig cfg;

@@ -1,5 +1,5 @@
-// Causal attention over the ragged per-head KV cache (see snapkv/attention.h).
-#include "snapkv/attention.h"
+// Causal attention over the ragged per-head KV cache (see attention/attention.h).
+#include "attention/attention.h"
 
 #include <fmt/format.h>
 #include <omp.h>

@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "snapkv/attention.h"
+#include "attention/attention.h"
 
 namespace snapkv::attn {
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "snapkv/fp16.h"
+#include "core/fp16.h"
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 #define SNAPKV_ATTN_AVX2 1

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "snapkv/press.h"
+#include "kv/presses/press.h"
 
 namespace snapkv::cli {
 

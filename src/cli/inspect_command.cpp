@@ -9,9 +9,9 @@
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
+#include "gguf/gguf.h"
+#include "model/model.h"
 #include "snapkv/error.h"
-#include "snapkv/gguf.h"
-#include "snapkv/model.h"
 
 namespace snapkv::cli {
 namespace {

@@ -15,12 +15,12 @@
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "model/model.h"
+#include "quant/quant.h"
+#include "runtime/session.h"
 #include "snapkv/chat.h"
 #include "snapkv/error.h"
-#include "snapkv/model.h"
-#include "snapkv/quant.h"
 #include "snapkv/sampling.h"
-#include "snapkv/session.h"
 #include "snapkv/tokenizer.h"
 
 namespace snapkv::cli {

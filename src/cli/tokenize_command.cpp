@@ -5,8 +5,8 @@
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "gguf/gguf.h"
 #include "snapkv/error.h"
-#include "snapkv/gguf.h"
 #include "snapkv/tokenizer.h"
 
 namespace snapkv::cli {

@@ -1,4 +1,4 @@
-#include "snapkv/ggml_type.h"
+#include "core/ggml_type.h"
 
 #include <fmt/format.h>
 

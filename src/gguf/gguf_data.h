@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "snapkv/gguf.h"
+#include "gguf/gguf.h"
 
 namespace snapkv::detail {
 

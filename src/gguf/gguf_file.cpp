@@ -10,9 +10,9 @@
 #include <limits>
 #include <new>
 
+#include "gguf/gguf.h"
 #include "gguf/gguf_data.h"
 #include "snapkv/error.h"
-#include "snapkv/gguf.h"
 
 namespace snapkv {
 

@@ -1,5 +1,5 @@
-// Ragged per-head KV cache (see snapkv/kv_cache.h).
-#include "snapkv/kv_cache.h"
+// Ragged per-head KV cache (see kv/kv_cache.h).
+#include "kv/kv_cache.h"
 
 #include <fmt/format.h>
 
@@ -8,8 +8,8 @@
 #include <new>
 #include <utility>
 
+#include "quant/quant.h"
 #include "snapkv/error.h"
-#include "snapkv/quant.h"
 
 namespace snapkv {
 

@@ -1,12 +1,12 @@
-// FFN activations (see snapkv/activation.h).
-#include "snapkv/activation.h"
+// FFN activations (see model/activation.h).
+#include "model/activation.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
-#include "snapkv/fp16.h"
+#include "core/fp16.h"
 #if defined(__AVX2__) && defined(__F16C__)
 #include <immintrin.h>
 #endif

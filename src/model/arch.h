@@ -4,8 +4,8 @@
 #include <memory>
 #include <string>
 
-#include "snapkv/gguf.h"
-#include "snapkv/model.h"
+#include "gguf/gguf.h"
+#include "model/model.h"
 
 namespace snapkv {
 

@@ -8,8 +8,8 @@
 #include <string>
 
 #include "model/arch.h"
+#include "model/norm.h"
 #include "snapkv/error.h"
-#include "snapkv/norm.h"
 
 namespace snapkv {
 

@@ -1,15 +1,15 @@
 // Model loading, weight binding and the parts of the forward pass shared by the architectures.
-#include "snapkv/model.h"
+#include "model/model.h"
 
 #include <fmt/format.h>
 
 #include <cmath>
 #include <limits>
 
+#include "core/fp16.h"
 #include "model/arch.h"
+#include "model/norm.h"
 #include "snapkv/error.h"
-#include "snapkv/fp16.h"
-#include "snapkv/norm.h"
 
 namespace snapkv {
 

@@ -1,5 +1,5 @@
-// RMSNorm (see snapkv/norm.h), arithmetic ordered like ggml's CPU op.
-#include "snapkv/norm.h"
+// RMSNorm (see model/norm.h), arithmetic ordered like ggml's CPU op.
+#include "model/norm.h"
 
 #include <cmath>
 #include <cstdint>

@@ -1,5 +1,5 @@
-// Rotary position embedding (see snapkv/rope.h), following ggml's rope_f32 arithmetic.
-#include "snapkv/rope.h"
+// Rotary position embedding (see model/rope.h), following ggml's rope_f32 arithmetic.
+#include "model/rope.h"
 
 #include <cmath>
 #include <vector>

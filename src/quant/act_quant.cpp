@@ -5,8 +5,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/fp16.h"
 #include "quant/simd.h"
-#include "snapkv/fp16.h"
 
 namespace snapkv::quant {
 namespace {

@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "snapkv/fp16.h"
+#include "core/fp16.h"
 
 namespace snapkv::quant {
 

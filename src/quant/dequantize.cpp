@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "quant/blocks.h"
+#include "quant/quant.h"
 #include "snapkv/error.h"
-#include "snapkv/quant.h"
 
 namespace snapkv {
 namespace {

@@ -2,9 +2,9 @@
 // Rounding: round-to-nearest-even, identical to the scalar snapkv::fp32_to_fp16.
 #include <cstdint>
 
+#include "core/fp16.h"
+#include "quant/quant.h"
 #include "quant/simd.h"
-#include "snapkv/fp16.h"
-#include "snapkv/quant.h"
 #if defined(__F16C__) || defined(__AVX512F__)
 #include <immintrin.h>
 #endif

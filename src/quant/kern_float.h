@@ -5,10 +5,10 @@
 // columns past the last full vector.
 #pragma once
 
+#include "core/fp16.h"
 #include "quant/blocks.h"
 #include "quant/simd.h"
 #include "quant/tiling.h"
-#include "snapkv/fp16.h"
 
 namespace snapkv::quant {
 

@@ -14,7 +14,7 @@
 #include <cstdint>
 
 #include "quant/matmul_impl.h"
-#include "snapkv/quant.h"
+#include "quant/quant.h"
 
 namespace snapkv::quant {
 

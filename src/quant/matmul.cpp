@@ -7,8 +7,8 @@
 
 #include "quant/act_quant.h"
 #include "quant/matmul_impl.h"
+#include "quant/quant.h"
 #include "snapkv/error.h"
-#include "snapkv/quant.h"
 
 namespace snapkv {
 namespace quant {

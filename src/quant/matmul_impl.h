@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "snapkv/quant.h"
+#include "quant/quant.h"
 
 namespace snapkv::quant {
 

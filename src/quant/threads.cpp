@@ -2,9 +2,9 @@
 #include <fmt/format.h>
 #include <omp.h>
 
+#include "quant/quant.h"
 #include "quant/simd.h"
 #include "snapkv/error.h"
-#include "snapkv/quant.h"
 
 namespace snapkv {
 

@@ -20,7 +20,8 @@ int32_t argmax(std::span<const float> logits) {
 
 Sampler::Sampler(const SamplerOptions& opt) : opt_(opt), rng_(opt.seed) {
   if (std::isnan(opt.temp)) throw Error("sampler: --temp is NaN");
-  if (std::isnan(opt.top_p) || opt.top_p <= 0.0f) throw Error(fmt::format("sampler: --top-p must be in (0, 1], got {}", opt.top_p));
+  if (std::isnan(opt.top_p) || opt.top_p <= 0.0f)
+    throw Error(fmt::format("sampler: --top-p must be in (0, 1], got {}", opt.top_p));
 }
 
 int32_t Sampler::sample(std::span<const float> logits) {
@@ -32,7 +33,9 @@ int32_t Sampler::sample(std::span<const float> logits) {
   cand_.resize(n);
   for (size_t i = 0; i < n; ++i) cand_[i] = {logits[i], static_cast<int32_t>(i)};
   // Descending by logit, ascending id on ties (deterministic).
-  auto better = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
+  auto better = [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
   std::partial_sort(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(k), cand_.end(), better);
   cand_.resize(k);
 

@@ -1,5 +1,5 @@
 // Inference session: layer-major prefill with one-shot per-layer compression, and decoding.
-#include "snapkv/session.h"
+#include "runtime/session.h"
 
 #include <fmt/format.h>
 

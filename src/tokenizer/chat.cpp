@@ -8,8 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "gguf/gguf.h"
 #include "snapkv/error.h"
-#include "snapkv/gguf.h"
 
 namespace snapkv {
 

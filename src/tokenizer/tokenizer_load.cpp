@@ -10,8 +10,8 @@
 #include <string>
 #include <string_view>
 
+#include "gguf/gguf.h"
 #include "snapkv/error.h"
-#include "snapkv/gguf.h"
 #include "tokenizer/tokenizer_impl.h"
 
 namespace snapkv {

@@ -20,15 +20,15 @@
 #include <string>
 #include <vector>
 
-#include "snapkv/attention.h"
-#include "snapkv/fp16.h"
-#include "snapkv/kv_cache.h"
-#include "snapkv/model.h"
-#include "snapkv/norm.h"
-#include "snapkv/quant.h"
-#include "snapkv/rope.h"
-#include "snapkv/session.h"
-#include "snapkv/synthetic_model.h"
+#include "attention/attention.h"
+#include "core/fp16.h"
+#include "kv/kv_cache.h"
+#include "model/model.h"
+#include "model/norm.h"
+#include "model/rope.h"
+#include "quant/quant.h"
+#include "runtime/session.h"
+#include "support/synthetic_model.h"
 #include "test_util.h"
 
 namespace snapkv::ctest {
@@ -169,7 +169,7 @@ inline float round_f16(float x) { return fp16_to_fp32(fp32_to_fp16(x)); }
 /// layer's snapshot plus optional extra triples (the new token's own K/V, appended at qpos):
 /// out_h = sum_j softmax_j(scale * q_h . k_j) v_j over entries j of KV head h / G with
 /// pos_j <= qpos (and qpos - pos_j < window when window > 0), computed in double.
-/// `f16_semantics` mimics the documented F16-cache arithmetic of snapkv/attention.h: the query
+/// `f16_semantics` mimics the documented F16-cache arithmetic of attention/attention.h: the query
 /// is rounded to F16 and the normalized probabilities are rounded to F16 before the V product.
 inline void naive_attention(const AttentionParams& p, const float* q, int32_t qpos,
                             const std::vector<HeadSnapshot>& layer, const float* extra_k, const float* extra_v,

@@ -3,8 +3,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "snapkv/fp16.h"
-#include "snapkv/ggml_type.h"
+#include "core/fp16.h"
+#include "core/ggml_type.h"
 #include "snapkv/error.h"
 
 namespace snapkv {
@@ -22,7 +22,7 @@ TEST(Fp16, KnownValues) {
   EXPECT_EQ(fp16_to_fp32(0xc000), -2.0f);
   EXPECT_EQ(fp16_to_fp32(0x0001), std::ldexp(1.0f, -24));  // smallest subnormal
   EXPECT_EQ(fp32_to_fp16(65504.0f), 0x7bff);
-  EXPECT_EQ(fp32_to_fp16(1e6f), 0x7c00);                    // overflow -> +inf
+  EXPECT_EQ(fp32_to_fp16(1e6f), 0x7c00);                          // overflow -> +inf
   EXPECT_EQ(fp32_to_fp16(1.0f + std::ldexp(1.0f, -11)), 0x3c00);  // tie rounds to even
   EXPECT_EQ(bf16_to_fp32(0x3f80), 1.0f);
 }

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "cli_runner.h"
-#include "snapkv/gguf_writer.h"
+#include "support/gguf_writer.h"
 
 namespace snapkv::test {
 namespace {

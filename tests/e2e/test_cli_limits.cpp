@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "cli_runner.h"
-#include "snapkv/synthetic_model.h"
+#include "support/synthetic_model.h"
 
 namespace snapkv::test {
 namespace {

@@ -14,7 +14,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-#define REQUIRE_GEMMA()                                                                   \
+#define REQUIRE_GEMMA() \
   if (!fs::exists(gemma_path())) GTEST_SKIP() << "Gemma model missing: run scripts/get-model.sh"
 
 constexpr const char* kPassKey = "68431";

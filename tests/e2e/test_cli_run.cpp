@@ -13,7 +13,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-#define REQUIRE_GEMMA()                                                                   \
+#define REQUIRE_GEMMA() \
   if (!fs::exists(gemma_path())) GTEST_SKIP() << "Gemma model missing: run scripts/get-model.sh"
 
 std::string stories() { return (shared_dir() / "models" / "stories260K.gguf").string(); }
@@ -72,8 +72,8 @@ TEST(CliRun, GemmaChatMatchesLlamaCppTokensAndGreedyPath) {
     if (q["name"] == "chat_boiling") p = q;
   }
   ASSERT_FALSE(p.is_null());
-  const auto r = run_cli({"run", "-p", "What is the boiling point of water in Celsius?", "--chat", "-n", "8",
-                          "--temp", "0", "--ignore-eos", "-t", "2", "--json"});
+  const auto r = run_cli({"run", "-p", "What is the boiling point of water in Celsius?", "--chat", "-n", "8", "--temp",
+                          "0", "--ignore-eos", "-t", "2", "--json"});
   ASSERT_EQ(r.rc, 0) << r.err;
   const json j = json::parse(r.out);
   EXPECT_EQ(j["arch"], "gemma3");
@@ -98,9 +98,7 @@ TEST(CliErrors, OneClearLineAndNonZeroExit) {
     std::string needle;
   };
   const fs::path tmp = fs::temp_directory_path() / "snapkv_e2e_bad.gguf";
-  {
-    std::ofstream(tmp) << "this is not a gguf file at all";
-  }
+  { std::ofstream(tmp) << "this is not a gguf file at all"; }
   const std::vector<Case> cases = {
       {{"run", "-m", "/nonexistent/model.gguf", "-p", "hi"}, "/nonexistent/model.gguf"},
       {{"run", "-m", tmp.string(), "-p", "hi"}, "snapkv_e2e_bad.gguf"},

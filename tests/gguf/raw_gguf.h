@@ -9,8 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "gguf/gguf.h"
 #include "snapkv/error.h"
-#include "snapkv/gguf.h"
 
 namespace snapkv::test {
 

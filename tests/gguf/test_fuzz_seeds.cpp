@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "gguf/gguf.h"
 #include "snapkv/error.h"
-#include "snapkv/fuzz_seeds.h"
-#include "snapkv/gguf.h"
+#include "support/fuzz_seeds.h"
 
 namespace snapkv {
 namespace {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "raw_gguf.h"
-#include "snapkv/gguf_writer.h"
+#include "support/gguf_writer.h"
 
 namespace snapkv::test {
 namespace {

@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "core/fp16.h"
+#include "gguf/gguf.h"
 #include "snapkv/error.h"
-#include "snapkv/fp16.h"
-#include "snapkv/gguf.h"
-#include "snapkv/gguf_writer.h"
+#include "support/gguf_writer.h"
 
 namespace snapkv {
 namespace {

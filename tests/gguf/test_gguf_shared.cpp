@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "snapkv/gguf.h"
+#include "gguf/gguf.h"
 #include "test_util.h"
 
 namespace snapkv {

@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "core/fp16.h"
+#include "gguf/gguf.h"
 #include "snapkv/error.h"
-#include "snapkv/fp16.h"
-#include "snapkv/gguf.h"
-#include "snapkv/synthetic_model.h"
+#include "support/synthetic_model.h"
 
 namespace snapkv {
 namespace {

@@ -7,9 +7,9 @@
 #include <random>
 #include <vector>
 
-#include "snapkv/attention.h"
+#include "attention/attention.h"
+#include "core/fp16.h"
 #include "snapkv/error.h"
-#include "snapkv/fp16.h"
 
 namespace snapkv {
 namespace {

@@ -7,8 +7,8 @@
 #include <new>
 
 #include "golden_util.h"
-#include "snapkv/model.h"
-#include "snapkv/session.h"
+#include "model/model.h"
+#include "runtime/session.h"
 
 // AddressSanitizer owns operator new/delete: the counting replacement (and so this test) is
 // compiled only in builds without it.

@@ -6,8 +6,8 @@
 #include <filesystem>
 
 #include "golden_util.h"
-#include "snapkv/model.h"
-#include "snapkv/session.h"
+#include "model/model.h"
+#include "runtime/session.h"
 
 namespace snapkv {
 namespace {

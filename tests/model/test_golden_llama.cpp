@@ -16,8 +16,8 @@
 #include <cmath>
 
 #include "golden_util.h"
-#include "snapkv/model.h"
-#include "snapkv/session.h"
+#include "model/model.h"
+#include "runtime/session.h"
 
 namespace snapkv {
 namespace {

@@ -5,10 +5,10 @@
 #include <random>
 #include <vector>
 
-#include "snapkv/activation.h"
-#include "snapkv/fp16.h"
-#include "snapkv/norm.h"
-#include "snapkv/rope.h"
+#include "core/fp16.h"
+#include "model/activation.h"
+#include "model/norm.h"
+#include "model/rope.h"
 
 namespace snapkv {
 namespace {

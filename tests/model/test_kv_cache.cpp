@@ -4,9 +4,9 @@
 #include <numeric>
 #include <vector>
 
+#include "core/fp16.h"
+#include "kv/kv_cache.h"
 #include "snapkv/error.h"
-#include "snapkv/fp16.h"
-#include "snapkv/kv_cache.h"
 
 namespace snapkv {
 namespace {

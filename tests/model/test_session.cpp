@@ -7,10 +7,10 @@
 #include <cmath>
 
 #include "golden_util.h"
+#include "model/model.h"
+#include "quant/quant.h"
+#include "runtime/session.h"
 #include "snapkv/error.h"
-#include "snapkv/model.h"
-#include "snapkv/quant.h"
-#include "snapkv/session.h"
 
 namespace snapkv {
 namespace {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "attention/softmax_simd.h"
-#include "snapkv/fp16.h"
+#include "core/fp16.h"
 
 namespace snapkv::attn {
 namespace {

@@ -10,11 +10,11 @@
 #include <map>
 #include <random>
 
+#include "core/fp16.h"
+#include "model/model.h"
+#include "runtime/session.h"
 #include "snapkv/error.h"
-#include "snapkv/fp16.h"
-#include "snapkv/gguf_writer.h"
-#include "snapkv/model.h"
-#include "snapkv/session.h"
+#include "support/gguf_writer.h"
 
 namespace snapkv {
 namespace {

@@ -13,9 +13,9 @@
 #include <set>
 #include <vector>
 
+#include "core/fp16.h"
+#include "kv/presses/press.h"
 #include "snapkv/error.h"
-#include "snapkv/fp16.h"
-#include "snapkv/press.h"
 
 namespace snapkv::test {
 

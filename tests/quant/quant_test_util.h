@@ -10,8 +10,8 @@
 #include <random>
 #include <vector>
 
-#include "snapkv/fp16.h"
-#include "snapkv/ggml_type.h"
+#include "core/fp16.h"
+#include "core/ggml_type.h"
 
 namespace snapkv::qtest {
 

@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "core/fp16.h"
+#include "quant/quant.h"
 #include "quant_test_util.h"
 #include "snapkv/error.h"
-#include "snapkv/fp16.h"
-#include "snapkv/quant.h"
 
 namespace snapkv {
 namespace {

@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
+#include "quant/quant.h"
 #include "quant_test_util.h"
 #include "snapkv/error.h"
-#include "snapkv/quant.h"
 
 namespace snapkv {
 namespace {

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "snapkv/gguf.h"
-#include "snapkv/gguf_writer.h"
+#include "gguf/gguf.h"
 #include "snapkv/tokenizer.h"
+#include "support/gguf_writer.h"
 
 namespace snapkv::test {
 

@@ -5,10 +5,10 @@
 #include <string>
 #include <vector>
 
+#include "gguf/gguf.h"
 #include "snapkv/chat.h"
 #include "snapkv/error.h"
-#include "snapkv/gguf.h"
-#include "snapkv/gguf_writer.h"
+#include "support/gguf_writer.h"
 
 namespace snapkv {
 namespace {

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "gguf/gguf.h"
 #include "snapkv/chat.h"
 #include "snapkv/error.h"
-#include "snapkv/gguf.h"
 #include "snapkv/tokenizer.h"
 #include "tok_test_util.h"
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "snapkv/gguf.h"
+#include "gguf/gguf.h"
 #include "snapkv/tokenizer.h"
 #include "test_util.h"
 

@@ -1,4 +1,4 @@
-// snapkv: make_press(), press_capacity(), press_names() (declared in snapkv/press.h) and the
+// snapkv: make_press(), press_capacity(), press_names() (declared in kv/presses/press.h) and the
 // validation of the press settings (CLI flags --press, --budget, --compression-ratio, --window,
 // --kernel, --sinks; PressConfig::pyramid_beta / adakv_alpha).
 #include <fmt/format.h>
@@ -7,9 +7,9 @@
 #include <cmath>
 #include <utility>
 
+#include "kv/presses/press.h"
 #include "kv/presses/presses.h"
 #include "snapkv/error.h"
-#include "snapkv/press.h"
 
 namespace snapkv {
 namespace {

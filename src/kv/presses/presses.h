@@ -4,7 +4,7 @@
 
 #include <memory>
 
-#include "snapkv/press.h"
+#include "kv/presses/press.h"
 
 namespace snapkv::press_detail {
 

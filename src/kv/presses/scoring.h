@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "snapkv/press.h"
+#include "kv/presses/press.h"
 
 namespace snapkv::press_detail {
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "snapkv/fp16.h"
+#include "core/fp16.h"
 #if defined(__F16C__)
 #include <immintrin.h>
 #endif

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "snapkv/ggml_type.h"
+#include "core/ggml_type.h"
 
 namespace snapkv {
 
@@ -39,12 +39,12 @@ const char* gguf_value_type_name(GGUFValueType t);
 /// Arrays hold their elements (possibly arrays themselves: nested arrays are allowed).
 struct GGUFValue {
   GGUFValueType type = GGUFValueType::UINT8;
-  uint64_t u = 0;                 ///< unsigned integers and bool
-  int64_t i = 0;                  ///< signed integers
-  double f = 0.0;                 ///< FLOAT32 / FLOAT64
-  std::string_view str;           ///< STRING (bytes inside the mapping; not NUL-terminated)
+  uint64_t u = 0;                                  ///< unsigned integers and bool
+  int64_t i = 0;                                   ///< signed integers
+  double f = 0.0;                                  ///< FLOAT32 / FLOAT64
+  std::string_view str;                            ///< STRING (bytes inside the mapping; not NUL-terminated)
   GGUFValueType elem_type = GGUFValueType::UINT8;  ///< ARRAY: element type
-  std::vector<GGUFValue> arr;     ///< ARRAY: elements
+  std::vector<GGUFValue> arr;                      ///< ARRAY: elements
 
   bool is_integer() const;
   bool is_float() const { return type == GGUFValueType::FLOAT32 || type == GGUFValueType::FLOAT64; }
@@ -54,10 +54,10 @@ struct GGUFValue {
 /// a weight matrix of `rows` outputs x `cols` inputs has dims = {cols, rows}.
 struct GGUFTensorInfo {
   std::string name;
-  uint32_t type = 0;           ///< raw GGMLType id (known to ggml_type_known(); maybe unsupported)
-  std::vector<int64_t> dims;   ///< 1..4 dimensions, each >= 1
-  uint64_t offset = 0;         ///< byte offset relative to the data section (aligned)
-  uint64_t nbytes = 0;         ///< bytes of the tensor data
+  uint32_t type = 0;              ///< raw GGMLType id (known to ggml_type_known(); maybe unsupported)
+  std::vector<int64_t> dims;      ///< 1..4 dimensions, each >= 1
+  uint64_t offset = 0;            ///< byte offset relative to the data section (aligned)
+  uint64_t nbytes = 0;            ///< bytes of the tensor data
   const uint8_t* data = nullptr;  ///< start of the data inside the mapping
 
   int64_t n_elements() const;
@@ -84,8 +84,8 @@ class GGUFFile {
   const std::string& path() const;
   uint32_t version() const;
   uint64_t file_size() const;
-  uint64_t alignment() const;     ///< general.alignment or 32
-  uint64_t data_offset() const;   ///< start of the tensor data section, in bytes
+  uint64_t alignment() const;    ///< general.alignment or 32
+  uint64_t data_offset() const;  ///< start of the tensor data section, in bytes
 
   /// Metadata in file order.
   const std::vector<std::pair<std::string, GGUFValue>>& metadata() const;
@@ -107,8 +107,8 @@ class GGUFFile {
   std::optional<std::string_view> get_string_opt(std::string_view key) const;
   /// Array getters: throw if the key is absent, not an array, or of another element type.
   std::vector<std::string_view> get_string_array(std::string_view key) const;
-  std::vector<float> get_f32_array(std::string_view key) const;     ///< any float/int elements
-  std::vector<int64_t> get_i64_array(std::string_view key) const;   ///< any integer elements
+  std::vector<float> get_f32_array(std::string_view key) const;    ///< any float/int elements
+  std::vector<int64_t> get_i64_array(std::string_view key) const;  ///< any integer elements
 
   const std::vector<GGUFTensorInfo>& tensors() const;
   const GGUFTensorInfo* find_tensor(std::string_view name) const;  ///< nullptr if absent

@@ -19,7 +19,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "snapkv/kv_cache.h"
+#include "kv/kv_cache.h"
 
 namespace snapkv {
 

@@ -9,10 +9,10 @@
 #include <span>
 #include <vector>
 
-#include "snapkv/attention.h"
-#include "snapkv/kv_cache.h"
-#include "snapkv/model.h"
-#include "snapkv/press.h"
+#include "attention/attention.h"
+#include "kv/kv_cache.h"
+#include "kv/presses/press.h"
+#include "model/model.h"
 
 namespace snapkv {
 
@@ -35,7 +35,8 @@ struct SessionStats {
   double compression_ms = 0;       ///< time inside presses + compaction
   size_t kv_cache_bytes = 0;       ///< bytes held now (K+V payload of every stored entry)
   size_t peak_kv_cache_bytes = 0;  ///< max of kv_cache_bytes over the session (sampled after every append/compaction)
-  size_t kv_cache_bytes_full = 0;  ///< an uncompressed cache for the same tokens (SWA layers: what they hold; == kv_cache_bytes for press none)
+  size_t kv_cache_bytes_full =
+      0;  ///< an uncompressed cache for the same tokens (SWA layers: what they hold; == kv_cache_bytes for press none)
   std::vector<double> kept_tokens_per_layer;  ///< mean over KV heads of entries held, per layer
 };
 

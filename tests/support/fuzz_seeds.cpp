@@ -1,5 +1,5 @@
 // snapkv: the GGUF seed files of the parser fuzzer, built with GGUFWriter.
-#include "snapkv/fuzz_seeds.h"
+#include "support/fuzz_seeds.h"
 
 #include <cmath>
 #include <cstdio>
@@ -7,7 +7,7 @@
 #include <system_error>
 
 #include "snapkv/error.h"
-#include "snapkv/gguf_writer.h"
+#include "support/gguf_writer.h"
 
 namespace snapkv {
 namespace {

@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "snapkv/ggml_type.h"
+#include "core/ggml_type.h"
 
 namespace snapkv {
 

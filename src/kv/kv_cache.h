@@ -9,7 +9,7 @@
 #include <span>
 #include <vector>
 
-#include "snapkv/press.h"
+#include "core/rows_view.h"
 
 namespace snapkv {
 

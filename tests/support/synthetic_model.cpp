@@ -1,5 +1,5 @@
 // snapkv: writes synthetic Llama-architecture GGUF models (random Q8_0 weights, byte-level vocab).
-#include "snapkv/synthetic_model.h"
+#include "support/synthetic_model.h"
 
 #include <fmt/format.h>
 
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "snapkv/error.h"
-#include "snapkv/gguf_writer.h"
+#include "support/gguf_writer.h"
 
 namespace snapkv {
 namespace {

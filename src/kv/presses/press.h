@@ -12,23 +12,9 @@
 #include <string_view>
 #include <vector>
 
+#include "core/rows_view.h"
+
 namespace snapkv {
-
-/// Element type of stored keys/values.
-enum class KVType { F16, F32 };
-
-/// Bytes of one element of `t`.
-inline size_t kv_type_size(KVType t) { return t == KVType::F16 ? 2 : 4; }
-
-/// Read-only view of `n` rows of `head_dim` elements (f16 or f32), row-major, contiguous.
-struct RowsView {
-  const void* data = nullptr;
-  KVType type = KVType::F16;
-  int64_t n = 0;
-  int head_dim = 0;
-  /// Copies row i (0 <= i < n) into out[head_dim] as f32.
-  void row(int64_t i, float* out) const;
-};
 
 enum class PoolType { Max, Avg };
 enum class GQAAgg { Mean, Max, Sum };
@@ -43,10 +29,10 @@ struct PressConfig {
   int kernel = 7;                 ///< K: 1D pooling kernel (odd)
   PoolType pool = PoolType::Max;
   GQAAgg gqa_agg = GQAAgg::Mean;
-  int sinks = 4;                  ///< S: attention sinks for streamingllm
-  double pyramid_beta = 20;       ///< PyramidKV beta
-  double adakv_alpha = 0.2;       ///< AdaKV safeguard fraction
-  uint64_t seed = 0;              ///< for `random`
+  int sinks = 4;             ///< S: attention sinks for streamingllm
+  double pyramid_beta = 20;  ///< PyramidKV beta
+  double adakv_alpha = 0.2;  ///< AdaKV safeguard fraction
+  uint64_t seed = 0;         ///< for `random`
 };
 
 /// Everything a press sees for one layer, after that layer's whole prompt has been processed.
@@ -58,8 +44,8 @@ struct PressInput {
   int n_head = 0;             ///< query heads
   int n_head_kv = 0;          ///< KV heads; query head h uses KV head h / (n_head / n_head_kv)
   int head_dim = 0;
-  float attn_scale = 1.0f;    ///< logit = attn_scale * dot(q, k)
-  int window = 0;             ///< W rows in window_q
+  float attn_scale = 1.0f;  ///< logit = attn_scale * dot(q, k)
+  int window = 0;           ///< W rows in window_q
   /// [n_head][window][head_dim] f32: queries of prompt positions L-W..L-1 exactly as attention
   /// uses them (after Q-norm and RoPE, before attn_scale).
   const float* window_q = nullptr;

@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
-#include "snapkv/ggml_type.h"
-#include "snapkv/gguf.h"
+#include "core/ggml_type.h"
+#include "gguf/gguf.h"
 
 namespace snapkv {
 

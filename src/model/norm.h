@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "snapkv/activation.h"  // the FFN activations (kept reachable through this header)
+#include "model/activation.h"  // the FFN activations (kept reachable through this header)
 
 namespace snapkv {
 

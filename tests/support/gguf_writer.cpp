@@ -1,5 +1,5 @@
 // snapkv: GGUF v3 writer (ggml/docs/gguf.md) and the Q8_0 quantizer.
-#include "snapkv/gguf_writer.h"
+#include "support/gguf_writer.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -18,7 +18,7 @@
 #pragma clang diagnostic push
 #pragma clang diagnostic ignored "-Wc99-extensions"
 #endif
-#include "snapkv/fp16.h"
+#include "core/fp16.h"
 #if defined(__clang__)
 #pragma clang diagnostic pop
 #endif

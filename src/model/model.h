@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "snapkv/attention.h"
-#include "snapkv/gguf.h"
-#include "snapkv/kv_cache.h"
-#include "snapkv/quant.h"
-#include "snapkv/rope.h"
+#include "attention/attention.h"
+#include "gguf/gguf.h"
+#include "kv/kv_cache.h"
+#include "model/rope.h"
+#include "quant/quant.h"
 
 namespace snapkv {
 
