@@ -124,9 +124,9 @@ void run_matmul(benchmark::State& st, Shape s, int64_t n, int threads) {
   const snapkv::WeightView W{s.type, s.rows, s.cols, w.data()};
   const auto x = make_x(n * s.cols);
   std::vector<float> y(static_cast<size_t>(n * s.rows));
-  snapkv::set_num_threads(threads);
+  snapkv::ThreadContext tc(threads);
   for (auto _ : st) {
-    snapkv::matmul(W, x.data(), n, y.data());
+    snapkv::matmul(W, x.data(), n, y.data(), tc);
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }

@@ -2,7 +2,6 @@
 #include "attention/attention.h"
 
 #include <fmt/format.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -47,8 +46,17 @@ AttentionWorkspace::AttentionWorkspace(const AttentionParams& shape, int64_t max
   thread_floats_ = attn::prefill_thread_floats(shape);
 }
 
+size_t AttentionWorkspace::bytes() const {
+  return sizeof(float) *
+             (scores_.size() + partial_.size() + blk_max_.size() + q16_.size() + thread_.size() + score_cache_.size()) +
+         sizeof(double) * (blk_sum_.size() + thread_sums_.size()) +
+         sizeof(int64_t) * (task_off_.size() + j_begin_.size() + j_end_.size()) +
+         sizeof(const float*) * thread_rows_.size();
+}
+
 void attention(const AttentionParams& p, const float* q, const int32_t* q_pos, int64_t n_q, const KVLayerCache& cache,
-               float* out, AttentionWorkspace& ws) {
+               float* out, AttentionWorkspace& ws, int n_threads) {
+  if (n_threads < 1) throw Error(fmt::format("attention: thread count {} must be >= 1", n_threads));
   if (static_cast<int>(cache.heads.size()) != p.n_head_kv || p.n_head_kv < 1 || p.n_head % p.n_head_kv != 0)
     throw Error(fmt::format("attention: cache has {} heads, expected n_head_kv {} (n_head {})", cache.heads.size(),
                             p.n_head_kv, p.n_head));
@@ -72,7 +80,7 @@ void attention(const AttentionParams& p, const float* q, const int32_t* q_pos, i
   }
 
   if (n_q > 1) {
-    const auto threads = static_cast<size_t>(omp_get_max_threads());
+    const auto threads = static_cast<size_t>(n_threads);
     const size_t rows = attn::prefill_block_rows(p);
     if (ws.thread_.size() < threads * ws.thread_floats_) ws.thread_.resize(threads * ws.thread_floats_);
     if (ws.thread_sums_.size() < threads * rows) ws.thread_sums_.resize(threads * rows);
@@ -87,7 +95,7 @@ void attention(const AttentionParams& p, const float* q, const int32_t* q_pos, i
         ws.score_cache_.resize(threads * rows * static_cast<size_t>(score_keys));
     }
     attn::attention_prefill(p, qa, q_pos, n_q, cache, out, ws.thread_.data(), ws.thread_floats_, ws.thread_sums_.data(),
-                            ws.thread_rows_.data(), ws.score_cache_.data(), score_keys);
+                            ws.thread_rows_.data(), ws.score_cache_.data(), score_keys, n_threads);
     return;
   }
 
@@ -142,7 +150,7 @@ void attention(const AttentionParams& p, const float* q, const int32_t* q_pos, i
     for (int64_t b = 0; b < off[g + 1] - off[g]; ++b) sum += bsum[static_cast<size_t>(h) * nb_max + b];
     return sum > 0.0 ? static_cast<float>(1.0 / sum) : 0.0f;
   };
-#pragma omp parallel if (par)
+#pragma omp parallel num_threads(n_threads) if (par)
   {
     // 1. scores and per-block maxima
 #pragma omp for schedule(static)

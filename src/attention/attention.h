@@ -40,10 +40,12 @@ class AttentionWorkspace {
   AttentionWorkspace(const AttentionParams& shape, int64_t max_keys, int64_t max_queries);
   int64_t max_keys() const { return max_keys_; }
   int64_t max_queries() const { return max_queries_; }
+  /// Bytes held now (the prefill buffers grow on first use with the thread count).
+  size_t bytes() const;
 
  private:
   friend void attention(const AttentionParams&, const float*, const int32_t*, int64_t, const KVLayerCache&, float*,
-                        AttentionWorkspace&);
+                        AttentionWorkspace&, int);
   int64_t max_keys_;
   int64_t max_queries_;
   std::vector<float> scores_;              ///< decode: [n_head][max_keys] scores, then exponentials
@@ -63,8 +65,10 @@ class AttentionWorkspace {
 /// Attention of `n_q` queries over the entries of `cache` (all heads of one layer).
 /// q: [n_q][n_head][head_dim] f32 (after RoPE, unscaled); q_pos: [n_q] positions; out:
 /// [n_q][n_head][head_dim] f32. A query with no visible key gets a zero output.
-/// Throws snapkv::Error if n_q or a head's entry count exceeds the workspace, or shapes mismatch.
+/// Runs on `n_threads` OpenMP threads (results do not depend on the count).
+/// Throws snapkv::Error if n_q or a head's entry count exceeds the workspace, shapes mismatch or
+/// n_threads < 1.
 void attention(const AttentionParams& p, const float* q, const int32_t* q_pos, int64_t n_q, const KVLayerCache& cache,
-               float* out, AttentionWorkspace& ws);
+               float* out, AttentionWorkspace& ws, int n_threads);
 
 }  // namespace snapkv

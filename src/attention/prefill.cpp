@@ -38,7 +38,8 @@ size_t prefill_thread_floats(const AttentionParams& p) {
 
 void attention_prefill(const AttentionParams& p, const float* q, const int32_t* q_pos, int64_t n_q,
                        const KVLayerCache& cache, float* out, float* thread_scratch, size_t thread_floats,
-                       double* thread_sums, const float** thread_rows, float* score_cache_all, int64_t score_keys) {
+                       double* thread_sums, const float** thread_rows, float* score_cache_all, int64_t score_keys,
+                       int n_threads) {
   const int G = p.n_head / p.n_head_kv;
   const int hd = p.head_dim;
   const int QB = block_tokens(G);
@@ -48,7 +49,7 @@ void attention_prefill(const AttentionParams& p, const float* q, const int32_t* 
   const bool f16 = cache.heads[0].type() == KVType::F16;
   const bool exact_dot = f16 && hd < kExactDotBelow;
 
-#pragma omp parallel for schedule(dynamic, 1)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads)
   for (int64_t task = 0; task < n_tasks; ++task) {
     const int g = static_cast<int>(task / nqb);
     const int64_t t0 = (task % nqb) * QB;

@@ -28,6 +28,7 @@ size_t prefill_thread_floats(const AttentionParams& p);
 /// score_cache[threads][rows][score_keys] (unused for F32; score_keys >= 0).
 void attention_prefill(const AttentionParams& p, const float* q, const int32_t* q_pos, int64_t n_q,
                        const KVLayerCache& cache, float* out, float* thread_scratch, size_t thread_floats,
-                       double* thread_sums, const float** thread_rows, float* score_cache, int64_t score_keys);
+                       double* thread_sums, const float** thread_rows, float* score_cache, int64_t score_keys,
+                       int n_threads);
 
 }  // namespace snapkv::attn

@@ -145,6 +145,19 @@ void KVHeadCache::keep(std::span<const int32_t> indices) {
   cap_ = m;
 }
 
+KVHeadCache KVHeadCache::clone() const {
+  KVHeadCache c(type_, head_dim_);
+  if (n_ > 0) {
+    c.reallocate(n_);
+    const size_t rb = row_bytes();
+    std::memcpy(c.pos_, pos_, static_cast<size_t>(n_) * sizeof(int32_t));
+    std::memcpy(c.k_, k_, static_cast<size_t>(n_) * rb);
+    std::memcpy(c.v_, v_, static_cast<size_t>(n_) * rb);
+    c.n_ = n_;
+  }
+  return c;
+}
+
 void KVHeadCache::drop_front(int64_t count) {
   if (count <= 0) return;
   if (count > n_) throw Error(fmt::format("KV cache: drop_front({}) of only {} entries", count, n_));
@@ -230,6 +243,15 @@ size_t KVCache::capacity_bytes() const {
   size_t b = 0;
   for (const auto& L : layers_) b += L.capacity_bytes();
   return b;
+}
+
+KVCache KVCache::clone() const {
+  std::vector<int> windows;
+  for (const auto& L : layers_) windows.push_back(L.window);
+  KVCache c(n_layer(), n_head_kv_, head_dim_, type_, windows);
+  for (size_t il = 0; il < layers_.size(); ++il)
+    for (size_t h = 0; h < layers_[il].heads.size(); ++h) c.layers_[il].heads[h] = layers_[il].heads[h].clone();
+  return c;
 }
 
 void KVCache::clear() {

@@ -63,6 +63,8 @@ class KVHeadCache {
   void drop_front(int64_t count);
   /// Removes every entry and frees the buffers.
   void clear();
+  /// A deep copy holding exactly size() entries (capacity == size()).
+  KVHeadCache clone() const;
 
   /// Payload bytes of the stored entries: size() * 2 * head_dim * element size (exact).
   size_t bytes() const;
@@ -102,6 +104,8 @@ class KVCache {
  public:
   /// `layer_window[il]` = sliding window of layer il (0 = full attention).
   KVCache(int n_layer, int n_head_kv, int head_dim, KVType type, const std::vector<int>& layer_window);
+  KVCache(KVCache&&) noexcept = default;
+  KVCache& operator=(KVCache&&) noexcept = default;
 
   int n_layer() const { return static_cast<int>(layers_.size()); }
   int n_head_kv() const { return n_head_kv_; }
@@ -121,6 +125,8 @@ class KVCache {
   size_t capacity_bytes() const;
   /// Frees everything.
   void clear();
+  /// A deep copy (every head at its exact size).
+  KVCache clone() const;
 
   /// Extra entries a sliding-window layer may hold beyond window - 1 before it is trimmed.
   static constexpr int64_t kSwaSlack = 64;

@@ -13,13 +13,13 @@
 
 namespace snapkv {
 
-void swiglu_inplace(float* a, const float* b, int64_t n) {
+void swiglu_inplace(float* a, const float* b, int64_t n, int n_threads) {
   auto body = [&](int64_t i) {
     const float x = a[i];
     a[i] = (x / (1.0f + std::exp(-x))) * b[i];
   };
-  if (n >= 65536) {
-#pragma omp parallel for schedule(static)
+  if (n >= 65536 && n_threads > 1) {
+#pragma omp parallel for schedule(static) num_threads(n_threads)
     for (int64_t i = 0; i < n; ++i) body(i);
   } else {
     for (int64_t i = 0; i < n; ++i) body(i);
@@ -49,7 +49,7 @@ const std::vector<float>& gelu_table() {
 
 }  // namespace
 
-void geglu_inplace(float* a, const float* b, int64_t n) {
+void geglu_inplace(float* a, const float* b, int64_t n, int n_threads) {
   const float* table = gelu_table().data();
   auto scalar = [&](int64_t i) {
     const float x = a[i];
@@ -79,9 +79,9 @@ void geglu_inplace(float* a, const float* b, int64_t n) {
 #endif
     for (; i < hi; ++i) scalar(i);
   };
-  if (n >= 65536) {
+  if (n >= 65536 && n_threads > 1) {
     const int64_t chunk = 4096;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(n_threads)
     for (int64_t c = 0; c < (n + chunk - 1) / chunk; ++c) range(c * chunk, std::min(n, (c + 1) * chunk));
   } else {
     range(0, n);

@@ -22,19 +22,19 @@ class LlamaModel final : public Model {
     bind_weights();
   }
 
-  void forward_layer(int il, BlockBatch& b, KVLayerCache& cache) const override {
+  void run_block(int il, BlockBatch& b) const override {
     const LayerWeights& L = layers_[static_cast<size_t>(il)];
     ForwardBuffers& B = *b.buf;
     const int64_t E = cfg_.n_embd, n = b.n;
-    rms_norm_rows(b.h, E, L.attn_norm.data(), B.xn.data(), E, E, n, cfg_.rms_eps);
-    attention_block(il, b, cache, B.xn.data());  // B.xn = Wo attn
+    rms_norm_rows(b.h, E, L.attn_norm.data(), B.xn.data(), E, E, n, cfg_.rms_eps, b.tc->n_threads());
+    attention_block(il, b, B.xn.data());  // B.xn = Wo attn
     for (int64_t i = 0; i < n * E; ++i) b.h[i] += B.xn[static_cast<size_t>(i)];
 
-    rms_norm_rows(b.h, E, L.ffn_norm.data(), B.xn.data(), E, E, n, cfg_.rms_eps);
-    matmul(L.ffn_gate, B.xn.data(), n, B.ffn_a.data());
-    matmul(L.ffn_up, B.xn.data(), n, B.ffn_b.data());
-    swiglu_inplace(B.ffn_a.data(), B.ffn_b.data(), n * cfg_.n_ff);
-    matmul(L.ffn_down, B.ffn_a.data(), n, B.xn.data());
+    rms_norm_rows(b.h, E, L.ffn_norm.data(), B.xn.data(), E, E, n, cfg_.rms_eps, b.tc->n_threads());
+    matmul(L.ffn_gate, B.xn.data(), n, B.ffn_a.data(), *b.tc);
+    matmul(L.ffn_up, B.xn.data(), n, B.ffn_b.data(), *b.tc);
+    swiglu_inplace(B.ffn_a.data(), B.ffn_b.data(), n * cfg_.n_ff, b.tc->n_threads());
+    matmul(L.ffn_down, B.ffn_a.data(), n, B.xn.data(), *b.tc);
     for (int64_t i = 0; i < n * E; ++i) b.h[i] += B.xn[static_cast<size_t>(i)];
   }
 

@@ -170,13 +170,13 @@ void Model::embed(std::span<const int32_t> tokens, float* out) const {
   }
 }
 
-void Model::logits(const float* h, int64_t n, float* out, float* tmp) const {
+void Model::logits(const float* h, int64_t n, float* out, float* tmp, ThreadContext& tc) const {
   const int64_t E = cfg_.n_embd;
-  rms_norm_rows(h, E, output_norm_.data(), tmp, E, E, n, cfg_.rms_eps);
-  matmul(output_, tmp, n, out);
+  rms_norm_rows(h, E, output_norm_.data(), tmp, E, E, n, cfg_.rms_eps, tc.n_threads());
+  matmul(output_, tmp, n, out, tc);
 }
 
-void Model::attention_block(int il, BlockBatch& b, KVLayerCache& cache, const float* x_normed) const {
+void Model::attention_block(int il, BlockBatch& b, const float* x_normed) const {
   const LayerWeights& L = layers_[static_cast<size_t>(il)];
   ForwardBuffers& B = *b.buf;
   const int hd = cfg_.head_dim;
@@ -184,22 +184,43 @@ void Model::attention_block(int il, BlockBatch& b, KVLayerCache& cache, const fl
   const int64_t kv_dim = static_cast<int64_t>(cfg_.n_head_kv) * hd;
   const int64_t n = b.n;
 
-  matmul(L.wq, x_normed, n, B.q.data());
-  matmul(L.wk, x_normed, n, B.k.data());
-  matmul(L.wv, x_normed, n, B.v.data());
+  ThreadContext& tc = *b.tc;
+  const int nt = tc.n_threads();
+  matmul(L.wq, x_normed, n, B.q.data(), tc);
+  matmul(L.wk, x_normed, n, B.k.data(), tc);
+  matmul(L.wv, x_normed, n, B.v.data(), tc);
   if (cfg_.qk_norm) {
-    rms_norm_rows(B.q.data(), hd, L.q_norm.data(), B.q.data(), hd, hd, n * cfg_.n_head, cfg_.rms_eps);
-    rms_norm_rows(B.k.data(), hd, L.k_norm.data(), B.k.data(), hd, hd, n * cfg_.n_head_kv, cfg_.rms_eps);
+    rms_norm_rows(B.q.data(), hd, L.q_norm.data(), B.q.data(), hd, hd, n * cfg_.n_head, cfg_.rms_eps, nt);
+    rms_norm_rows(B.k.data(), hd, L.k_norm.data(), B.k.data(), hd, hd, n * cfg_.n_head_kv, cfg_.rms_eps, nt);
   }
   const RopeParams rp = rope_params(il);
-  rope_rows(rp, b.pos, n, B.q.data(), q_dim, cfg_.n_head);
-  rope_rows(rp, b.pos, n, B.k.data(), kv_dim, cfg_.n_head_kv);
+  rope_rows(rp, b.pos, n, B.q.data(), q_dim, cfg_.n_head, nt);
+  rope_rows(rp, b.pos, n, B.k.data(), kv_dim, cfg_.n_head_kv, nt);
 
-  for (int g = 0; g < cfg_.n_head_kv; ++g)
-    cache.heads[static_cast<size_t>(g)].append(n, b.pos, B.k.data() + g * hd, kv_dim, B.v.data() + g * hd, kv_dim);
+  for (const BlockSpan& s : b.spans) {
+    for (int g = 0; g < cfg_.n_head_kv; ++g)
+      s.cache->heads[static_cast<size_t>(g)].append(s.n, b.pos + s.row0, B.k.data() + s.row0 * kv_dim + g * hd, kv_dim,
+                                                    B.v.data() + s.row0 * kv_dim + g * hd, kv_dim);
+  }
+  const AttentionParams ap = attention_params(il);
+  for (const BlockSpan& s : b.spans)
+    attention(ap, B.q.data() + s.row0 * q_dim, b.pos + s.row0, s.n, *s.cache, B.attn.data() + s.row0 * q_dim,
+              *b.attn_ws, nt);
+  matmul(L.wo, B.attn.data(), n, B.xn.data(), tc);
+}
 
-  attention(attention_params(il), B.q.data(), b.pos, n, cache, B.attn.data(), *b.attn_ws);
-  matmul(L.wo, B.attn.data(), n, B.xn.data());
+void Model::forward_layer(int il, BlockBatch& b) const {
+  if (il < 0 || il >= cfg_.n_layer) throw Error(fmt::format("block batch: layer {} of {}", il, cfg_.n_layer));
+  int64_t next = 0;
+  for (const BlockSpan& s : b.spans) {
+    if (s.row0 != next || s.n < 1 || s.cache == nullptr)
+      throw Error(fmt::format("block batch: span at row {} ({} rows) does not continue at row {}", s.row0, s.n, next));
+    next += s.n;
+  }
+  if (next != b.n) throw Error(fmt::format("block batch: spans cover {} of {} rows", next, b.n));
+  if (b.buf == nullptr || b.attn_ws == nullptr || b.tc == nullptr || b.n > b.buf->capacity)
+    throw Error(fmt::format("block batch: {} rows without buffers for them", b.n));
+  run_block(il, b);
 }
 
 ForwardBuffers::ForwardBuffers(const ModelConfig& c, int64_t cap) : capacity(cap) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "attention/attention.h"
+#include "core/thread_context.h"
 #include "gguf/gguf.h"
 #include "kv/kv_cache.h"
 #include "model/rope.h"
@@ -55,8 +56,8 @@ struct LayerWeights {
   std::vector<float> post_ffn_norm;       ///< [n_embd] (post_norms)
 };
 
-/// Activation buffers of the forward pass for up to `capacity` tokens at a time (one prefill
-/// chunk, or one decode token). Allocated once per Session.
+/// Activation buffers of the forward pass for up to `capacity` rows at a time (a prefill chunk
+/// and/or decode rows of many sequences). Allocated once per Workspace.
 struct ForwardBuffers {
   ForwardBuffers(const ModelConfig& c, int64_t capacity);
   int64_t capacity;
@@ -68,13 +69,26 @@ struct ForwardBuffers {
   std::vector<float> ffn_b;  ///< [cap x n_ff]
 };
 
-/// One call of the transformer block on a batch of n tokens.
+/// Consecutive rows [row0, row0 + n) of a BlockBatch that belong to one sequence: their keys and
+/// values are appended to `cache` (that sequence's cache of the layer being run, with room made
+/// for n more entries per head: KVCache::make_room), and they attend over it. Positions of the
+/// rows of one span ascend and follow the cache's last position.
+struct BlockSpan {
+  int64_t row0 = 0;
+  int64_t n = 0;
+  KVLayerCache* cache = nullptr;
+};
+
+/// One call of the transformer block on n rows of one or more sequences. The matmuls run over
+/// all n rows together (each weight matrix is read once per call); attention runs per span.
 struct BlockBatch {
-  int64_t n = 0;                 ///< tokens (<= buf->capacity)
-  const int32_t* pos = nullptr;  ///< [n] absolute positions
-  float* h = nullptr;            ///< [n x n_embd] residual stream, updated in place
+  int64_t n = 0;                     ///< rows (<= buf->capacity)
+  const int32_t* pos = nullptr;      ///< [n] absolute positions
+  float* h = nullptr;                ///< [n x n_embd] residual stream, updated in place
+  std::span<const BlockSpan> spans;  ///< cover rows 0..n-1 in order, no overlap
   ForwardBuffers* buf = nullptr;
   AttentionWorkspace* attn_ws = nullptr;
+  ThreadContext* tc = nullptr;  ///< threads and scratch of the calling worker
 };
 
 class Model {
@@ -106,11 +120,12 @@ class Model {
   void embed(std::span<const int32_t> tokens, float* out) const;
   /// Final RMSNorm and output projection of n rows: h [n x n_embd] -> logits [n x n_vocab].
   /// `tmp` is scratch of n * n_embd floats.
-  void logits(const float* h, int64_t n, float* out, float* tmp) const;
-  /// Runs block il on `b`: reads b.h, appends the batch's keys/values (after K-norm and RoPE) to
-  /// `cache` (make_room must have been called), attends, and adds both residual branches to b.h.
-  /// Afterwards b.buf->q holds the batch's queries (after Q-norm and RoPE, unscaled).
-  virtual void forward_layer(int il, BlockBatch& b, KVLayerCache& cache) const = 0;
+  void logits(const float* h, int64_t n, float* out, float* tmp, ThreadContext& tc) const;
+  /// Runs block il on `b`: reads b.h, appends each span's keys/values (after K-norm and RoPE) to
+  /// its cache (make_room must have been called), attends per span, and adds both residual
+  /// branches to b.h. Afterwards b.buf->q holds the rows' queries (after Q-norm and RoPE,
+  /// unscaled). Throws snapkv::Error for spans that do not cover the rows.
+  void forward_layer(int il, BlockBatch& b) const;
 
  protected:
   explicit Model(GGUFFile&& f);
@@ -118,9 +133,11 @@ class Model {
   WeightView bind_matrix(const std::string& name, int64_t rows, int64_t cols, bool required = true);
   /// Copies a 1-D f32/f16/bf16 tensor of `n` elements.
   std::vector<float> bind_vector(const std::string& name, int64_t n, bool required = true);
+  /// The architecture's block (called by forward_layer after the batch was checked).
+  virtual void run_block(int il, BlockBatch& b) const = 0;
   /// Shared part of the block: attention (Q/K/V projections -> optional QK-norm -> RoPE -> cache
   /// append -> attention), leaving the attention output projected into b.buf->xn.
-  void attention_block(int il, BlockBatch& b, KVLayerCache& cache, const float* x_normed) const;
+  void attention_block(int il, BlockBatch& b, const float* x_normed) const;
 
   GGUFFile gguf_;
   ModelConfig cfg_;

@@ -38,9 +38,9 @@ void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
 }
 
 void rms_norm_rows(const float* x, int64_t x_stride, const float* w, float* y, int64_t y_stride, int64_t n,
-                   int64_t rows, float eps) {
-  if (rows * n >= 16384) {
-#pragma omp parallel for schedule(static)
+                   int64_t rows, float eps, int n_threads) {
+  if (rows * n >= 16384 && n_threads > 1) {
+#pragma omp parallel for schedule(static) num_threads(n_threads)
     for (int64_t r = 0; r < rows; ++r) rms_norm(x + r * x_stride, w, y + r * y_stride, n, eps);
   } else {
     for (int64_t r = 0; r < rows; ++r) rms_norm(x + r * x_stride, w, y + r * y_stride, n, eps);

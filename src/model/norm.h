@@ -11,8 +11,9 @@ namespace snapkv {
 /// The sum of squares is accumulated in double (as ggml does). y may alias x.
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
 
-/// rms_norm on `rows` rows of `n` floats with strides (in floats); parallel over rows when large.
+/// rms_norm on `rows` rows of `n` floats with strides (in floats); parallel over rows on
+/// `n_threads` OpenMP threads when large.
 void rms_norm_rows(const float* x, int64_t x_stride, const float* w, float* y, int64_t y_stride, int64_t n,
-                   int64_t rows, float eps);
+                   int64_t rows, float eps, int n_threads);
 
 }  // namespace snapkv

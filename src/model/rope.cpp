@@ -40,13 +40,14 @@ void rope_apply(const RopeParams& p, const float* cs, float* x, int n_heads) {
   }
 }
 
-void rope_rows(const RopeParams& p, const int32_t* pos, int64_t n_tokens, float* x, int64_t row_stride, int n_heads) {
+void rope_rows(const RopeParams& p, const int32_t* pos, int64_t n_tokens, float* x, int64_t row_stride, int n_heads,
+               int n_threads) {
   auto body = [&](int64_t t, float* cs) {
     rope_cos_sin(p, pos[t], cs);
     rope_apply(p, cs, x + t * row_stride, n_heads);
   };
-  if (n_tokens >= 8) {
-#pragma omp parallel
+  if (n_tokens >= 8 && n_threads > 1) {
+#pragma omp parallel num_threads(n_threads)
     {
       std::vector<float> cs(static_cast<size_t>(p.n_rot));
 #pragma omp for schedule(static)

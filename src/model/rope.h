@@ -30,6 +30,7 @@ void rope_apply(const RopeParams& p, const float* cs, float* x, int n_heads);
 
 /// Convenience: rope_cos_sin + rope_apply for each of n_tokens rows of x ([n_tokens][row_stride]
 /// floats, each row n_heads x head_dim) at positions pos[n_tokens]. Parallel over tokens.
-void rope_rows(const RopeParams& p, const int32_t* pos, int64_t n_tokens, float* x, int64_t row_stride, int n_heads);
+void rope_rows(const RopeParams& p, const int32_t* pos, int64_t n_tokens, float* x, int64_t row_stride, int n_heads,
+               int n_threads);
 
 }  // namespace snapkv

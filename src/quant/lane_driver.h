@@ -9,6 +9,8 @@
 // on the thread count, the token's lane or tile, only on (row, token) and the data.
 #pragma once
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -31,23 +33,25 @@ inline constexpr size_t kLaneChunkBytes = 256 * 1024;  ///< transposed activatio
 ///   tile(const uint8_t* entries, const uint8_t* xt, int64_t nb, float (&out)[kLaneRows][kLanes])
 ///     with entries laid out [block][row].
 template <class P>
-void run_lanes(const WeightView& W, const uint8_t* act, size_t a_stride, int64_t n_tokens, float* Y) {
+void run_lanes(const WeightView& W, const uint8_t* act, size_t a_stride, int64_t n_tokens, float* Y,
+               ThreadContext& tc) {
   const int64_t nb = W.cols / P::kBlock;
   const int64_t rows = W.rows;
   const size_t w_stride = W.row_bytes();
   const size_t blk_bytes = w_stride / static_cast<size_t>(nb);
   const int64_t n_tiles = (n_tokens + kLanes - 1) / kLanes;
   const size_t tile_bytes = static_cast<size_t>(nb) * P::kTileBlockBytes;
-  uint8_t* lanes = act_scratch(static_cast<size_t>(n_tiles) * tile_bytes, 1);
-#pragma omp parallel for schedule(static) if (n_tiles > 1)
+  uint8_t* lanes = tc.scratch(kSlotLanes, 0, static_cast<size_t>(n_tiles) * tile_bytes);
+#pragma omp parallel for schedule(static) num_threads(tc.n_threads()) if (n_tiles > 1)
   for (int64_t tile = 0; tile < n_tiles; ++tile) {
     P::build_tile(act, a_stride, n_tokens, W.cols, tile, lanes + static_cast<size_t>(tile) * tile_bytes);
   }
   const int64_t tiles_per_chunk = std::max<int64_t>(1, static_cast<int64_t>(kLaneChunkBytes / tile_bytes));
   const int64_t n_rt = (rows + kLaneRows - 1) / kLaneRows;
-#pragma omp parallel if (n_rt > 1)
+#pragma omp parallel num_threads(tc.n_threads()) if (n_rt > 1)
   {
-    uint8_t* entries = act_scratch(static_cast<size_t>(nb) * kLaneRows * P::kEntryBytes, 2);
+    uint8_t* entries =
+        tc.scratch(kSlotEntries, omp_get_thread_num(), static_cast<size_t>(nb) * kLaneRows * P::kEntryBytes);
     for (int64_t c0 = 0; c0 < n_tiles; c0 += tiles_per_chunk) {
       const int64_t c1 = std::min(n_tiles, c0 + tiles_per_chunk);
 #pragma omp for schedule(static) nowait

@@ -2,8 +2,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <new>
 
 #include "quant/act_quant.h"
 #include "quant/matmul_impl.h"
@@ -11,30 +9,8 @@
 #include "snapkv/error.h"
 
 namespace snapkv {
-namespace quant {
 
-uint8_t* act_scratch(size_t bytes, int slot) {
-  struct Buf {
-    uint8_t* p = nullptr;
-    size_t n = 0;
-    ~Buf() { std::free(p); }
-  };
-  thread_local Buf bufs[kScratchSlots];
-  Buf& buf = bufs[slot];
-  if (buf.n < bytes) {
-    std::free(buf.p);
-    buf.p = nullptr;
-    buf.n = 0;
-    buf.p = static_cast<uint8_t*>(std::aligned_alloc(64, round_up64(bytes)));
-    if (buf.p == nullptr) throw std::bad_alloc();
-    buf.n = bytes;
-  }
-  return buf.p;
-}
-
-}  // namespace quant
-
-void matmul(const WeightView& W, const float* X, int64_t n_tokens, float* Y) {
+void matmul(const WeightView& W, const float* X, int64_t n_tokens, float* Y, ThreadContext& tc) {
   const auto id = static_cast<uint32_t>(W.type);
   if (!ggml_type_known(id) || !ggml_type_supported(W.type)) {
     throw Error(fmt::format("matmul: weight type {} has no snapkv kernels", ggml_type_name(id)));
@@ -56,27 +32,27 @@ void matmul(const WeightView& W, const float* X, int64_t n_tokens, float* Y) {
   }
   switch (W.type) {
     case GGMLType::Q4_0:
-      return quant::matmul_q4_0(W, X, n_tokens, Y);
+      return quant::matmul_q4_0(W, X, n_tokens, Y, tc);
     case GGMLType::Q4_1:
-      return quant::matmul_q4_1(W, X, n_tokens, Y);
+      return quant::matmul_q4_1(W, X, n_tokens, Y, tc);
     case GGMLType::Q5_0:
-      return quant::matmul_q5_0(W, X, n_tokens, Y);
+      return quant::matmul_q5_0(W, X, n_tokens, Y, tc);
     case GGMLType::Q5_1:
-      return quant::matmul_q5_1(W, X, n_tokens, Y);
+      return quant::matmul_q5_1(W, X, n_tokens, Y, tc);
     case GGMLType::Q8_0:
-      return quant::matmul_q8_0(W, X, n_tokens, Y);
+      return quant::matmul_q8_0(W, X, n_tokens, Y, tc);
     case GGMLType::Q4_K:
-      return quant::matmul_q4_k(W, X, n_tokens, Y);
+      return quant::matmul_q4_k(W, X, n_tokens, Y, tc);
     case GGMLType::Q5_K:
-      return quant::matmul_q5_k(W, X, n_tokens, Y);
+      return quant::matmul_q5_k(W, X, n_tokens, Y, tc);
     case GGMLType::Q6_K:
-      return quant::matmul_q6_k(W, X, n_tokens, Y);
+      return quant::matmul_q6_k(W, X, n_tokens, Y, tc);
     case GGMLType::F32:
-      return quant::matmul_f32(W, X, n_tokens, Y);
+      return quant::matmul_f32(W, X, n_tokens, Y, tc);
     case GGMLType::F16:
-      return quant::matmul_f16(W, X, n_tokens, Y);
+      return quant::matmul_f16(W, X, n_tokens, Y, tc);
     case GGMLType::BF16:
-      return quant::matmul_bf16(W, X, n_tokens, Y);
+      return quant::matmul_bf16(W, X, n_tokens, Y, tc);
     default:
       throw Error(fmt::format("matmul: weight type {} has no snapkv kernels", ggml_type_name(id)));
   }

@@ -14,20 +14,20 @@ inline constexpr int64_t kLaneMinTokens = 8;  ///< from this many tokens on: tok
 
 /// K: the pair kernel (kern_kquants.h); L: the token-lane policy (kern_lanes_k.h).
 template <class K, class L>
-void run(const WeightView& W, const float* X, int64_t n_tokens, float* Y) {
+void run(const WeightView& W, const float* X, int64_t n_tokens, float* Y, ThreadContext& tc) {
   const size_t stride = q8k_row_stride(W.cols);
-  uint8_t* act = act_scratch(stride * static_cast<size_t>(n_tokens));
-#pragma omp parallel for schedule(static) if (n_tokens >= 8)
+  uint8_t* act = tc.scratch(kSlotAct, 0, stride * static_cast<size_t>(n_tokens));
+#pragma omp parallel for schedule(static) num_threads(tc.n_threads()) if (n_tokens >= 8)
   for (int64_t t = 0; t < n_tokens; ++t) {
     quantize_q8k_row(X + t * W.cols, W.cols, act + static_cast<size_t>(t) * stride);
   }
 #if defined(SNAPKV_VNNI)
   if (n_tokens >= kLaneMinTokens) {
-    run_lanes<L>(W, act, stride, n_tokens, Y);
+    run_lanes<L>(W, act, stride, n_tokens, Y, tc);
     return;
   }
 #endif
-  run_tiles<K>(tile_ctx(W, act, stride, Y), W.rows, n_tokens);
+  run_tiles<K>(tile_ctx(W, act, stride, Y, tc.n_threads()), W.rows, n_tokens);
 }
 
 }  // namespace
@@ -42,8 +42,14 @@ using L5 = void;
 using L6 = void;
 #endif
 
-void matmul_q4_k(const WeightView& W, const float* X, int64_t n, float* Y) { run<KQ45K<false>, L4>(W, X, n, Y); }
-void matmul_q5_k(const WeightView& W, const float* X, int64_t n, float* Y) { run<KQ45K<true>, L5>(W, X, n, Y); }
-void matmul_q6_k(const WeightView& W, const float* X, int64_t n, float* Y) { run<KQ6K, L6>(W, X, n, Y); }
+void matmul_q4_k(const WeightView& W, const float* X, int64_t n, float* Y, ThreadContext& tc) {
+  run<KQ45K<false>, L4>(W, X, n, Y, tc);
+}
+void matmul_q5_k(const WeightView& W, const float* X, int64_t n, float* Y, ThreadContext& tc) {
+  run<KQ45K<true>, L5>(W, X, n, Y, tc);
+}
+void matmul_q6_k(const WeightView& W, const float* X, int64_t n, float* Y, ThreadContext& tc) {
+  run<KQ6K, L6>(W, X, n, Y, tc);
+}
 
 }  // namespace snapkv::quant

@@ -13,29 +13,39 @@ inline constexpr int64_t kLaneMinTokens = 8;  ///< from this many tokens on: tok
 #endif
 
 template <class U>
-void run(const WeightView& W, const float* X, int64_t n_tokens, float* Y) {
+void run(const WeightView& W, const float* X, int64_t n_tokens, float* Y, ThreadContext& tc) {
   using K = KLegacy<U>;
   const size_t stride = q8_row_stride(W.cols);
-  uint8_t* act = act_scratch(stride * static_cast<size_t>(n_tokens));
-#pragma omp parallel for schedule(static) if (n_tokens >= 8)
+  uint8_t* act = tc.scratch(kSlotAct, 0, stride * static_cast<size_t>(n_tokens));
+#pragma omp parallel for schedule(static) num_threads(tc.n_threads()) if (n_tokens >= 8)
   for (int64_t t = 0; t < n_tokens; ++t) {
     quantize_q8_row(X + t * W.cols, W.cols, K::act_offset(), U::kMin, act + static_cast<size_t>(t) * stride);
   }
 #if defined(SNAPKV_VNNI)
   if (n_tokens >= kLaneMinTokens) {
-    run_lanes<LaneLegacy<U>>(W, act, stride, n_tokens, Y);
+    run_lanes<LaneLegacy<U>>(W, act, stride, n_tokens, Y, tc);
     return;
   }
 #endif
-  run_tiles<K>(tile_ctx(W, act, stride, Y), W.rows, n_tokens);
+  run_tiles<K>(tile_ctx(W, act, stride, Y, tc.n_threads()), W.rows, n_tokens);
 }
 
 }  // namespace
 
-void matmul_q4_0(const WeightView& W, const float* X, int64_t n, float* Y) { run<UQ4_0>(W, X, n, Y); }
-void matmul_q4_1(const WeightView& W, const float* X, int64_t n, float* Y) { run<UQ4_1>(W, X, n, Y); }
-void matmul_q5_0(const WeightView& W, const float* X, int64_t n, float* Y) { run<UQ5_0>(W, X, n, Y); }
-void matmul_q5_1(const WeightView& W, const float* X, int64_t n, float* Y) { run<UQ5_1>(W, X, n, Y); }
-void matmul_q8_0(const WeightView& W, const float* X, int64_t n, float* Y) { run<UQ8_0>(W, X, n, Y); }
+void matmul_q4_0(const WeightView& W, const float* X, int64_t n, float* Y, ThreadContext& tc) {
+  run<UQ4_0>(W, X, n, Y, tc);
+}
+void matmul_q4_1(const WeightView& W, const float* X, int64_t n, float* Y, ThreadContext& tc) {
+  run<UQ4_1>(W, X, n, Y, tc);
+}
+void matmul_q5_0(const WeightView& W, const float* X, int64_t n, float* Y, ThreadContext& tc) {
+  run<UQ5_0>(W, X, n, Y, tc);
+}
+void matmul_q5_1(const WeightView& W, const float* X, int64_t n, float* Y, ThreadContext& tc) {
+  run<UQ5_1>(W, X, n, Y, tc);
+}
+void matmul_q8_0(const WeightView& W, const float* X, int64_t n, float* Y, ThreadContext& tc) {
+  run<UQ8_0>(W, X, n, Y, tc);
+}
 
 }  // namespace snapkv::quant

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "core/ggml_type.h"
+#include "core/thread_context.h"
 
 namespace snapkv {
 
@@ -25,7 +26,7 @@ struct WeightView {
 void dequantize_row(GGMLType type, const void* src, float* dst, int64_t n);
 
 /// Y = X * W^T. X: [n_tokens x W.cols] f32 row-major; Y: [n_tokens x W.rows] f32 row-major.
-/// Multi-threaded (OpenMP, the current omp thread count) and SIMD. For quantized W the
+/// Multi-threaded (OpenMP, tc.n_threads() threads; scratch from tc) and SIMD. For quantized W the
 /// activations are quantized once per call (Q8_0 / Q8_K as in ggml) and integer dot products
 /// are used, so results match ggml's to rounding. n_tokens == 1 is the decode (mat-vec) path.
 /// Throws snapkv::Error for an unsupported type or cols not a multiple of its block size.
@@ -46,10 +47,10 @@ void dequantize_row(GGMLType type, const void* src, float* dst, int64_t n);
 /// satisfy the bound above). Builds (AVX-512 / AVX2 / scalar) differ in rounding too.
 /// Cost: decode streams W once (memory-bound); prefill unpacks each tile of 8 weight rows once
 /// and multiplies it with 16 tokens per register (4 x 4 register tiles without VNNI).
-/// Y must not alias X or W. Concurrent calls from different threads are fine (per-thread
-/// scratch); called inside an OpenMP parallel region it runs on the calling thread alone (no
-/// nested parallelism), with the same results.
-void matmul(const WeightView& W, const float* X, int64_t n_tokens, float* Y);
+/// Y must not alias X or W. Concurrent calls from different threads are fine when each has its
+/// own ThreadContext (its scratch is not shared); called inside an OpenMP parallel region it
+/// runs on the calling thread alone (no nested parallelism), with the same results.
+void matmul(const WeightView& W, const float* X, int64_t n_tokens, float* Y, ThreadContext& tc);
 
 /// Dot product of a f32 vector `x` (length W.cols) with row `row` of `W`, dequantizing on the
 /// fly; x is NOT quantized and the sum is accumulated in double, rounded to f32 once (a slow
@@ -60,12 +61,6 @@ float dot_row_f32(const WeightView& W, int64_t row, const float* x);
 /// Converts `n` floats to IEEE half / back (SIMD where available).
 void fp32_to_fp16_row(const float* src, uint16_t* dst, int64_t n);
 void fp16_to_fp32_row(const uint16_t* src, float* dst, int64_t n);
-
-/// Sets the number of threads the kernels use (>= 1; omp_set_num_threads). Throws
-/// snapkv::Error for n < 1.
-void set_num_threads(int n);
-/// The thread count the kernels will use (omp_get_max_threads).
-int num_threads();
 
 /// The SIMD level the kernels were compiled for: "avx512-vnni", "avx2" or "scalar"
 /// (compile-time dispatch from the -march flags; SNAPKV_NATIVE=OFF gives "scalar").

@@ -32,10 +32,11 @@ struct TileCtx {
   int64_t cols = 0;
   float* y = nullptr;
   int64_t y_stride = 0;
+  int n_threads = 1;  ///< OpenMP threads of the parallel region (ThreadContext::n_threads)
 };
 
 /// The context of Y = W X for weights W and activation rows act (a_stride bytes apart).
-inline TileCtx tile_ctx(const WeightView& W, const uint8_t* act, size_t a_stride, float* Y) {
+inline TileCtx tile_ctx(const WeightView& W, const uint8_t* act, size_t a_stride, float* Y, int n_threads) {
   TileCtx c;
   c.w = W.data;
   c.w_stride = W.row_bytes();
@@ -44,6 +45,7 @@ inline TileCtx tile_ctx(const WeightView& W, const uint8_t* act, size_t a_stride
   c.cols = W.cols;
   c.y = Y;
   c.y_stride = W.rows;
+  c.n_threads = n_threads;
   return c;
 }
 
@@ -61,7 +63,7 @@ void run_tiles_rt(const TileCtx& c, int64_t rows, int64_t n_tokens) {
   const bool par =
       static_cast<double>(rows) * static_cast<double>(c.cols) * static_cast<double>(n_tokens) >= kSerialMacs;
 
-#pragma omp parallel if (par)
+#pragma omp parallel num_threads(c.n_threads) if (par)
   {
     for (int64_t t_begin = 0; t_begin < n_tokens; t_begin += tc) {
       const int64_t t_end = std::min(n_tokens, t_begin + tc);

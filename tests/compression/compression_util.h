@@ -27,8 +27,9 @@
 #include "model/norm.h"
 #include "model/rope.h"
 #include "quant/quant.h"
-#include "runtime/session.h"
 #include "support/synthetic_model.h"
+#include "support/test_session.h"
+#include "support/threads.h"
 #include "test_util.h"
 
 namespace snapkv::ctest {
@@ -106,10 +107,10 @@ inline std::vector<int32_t> random_tokens(size_t n, int n_vocab, uint64_t seed) 
   return t;
 }
 
-/// Session options: press `name` with `budget` (0 = unset), window W, KV type, context n_ctx.
-inline SessionOptions options(const std::string& name, int64_t budget, KVType kv = KVType::F32, int window = 32,
-                              int64_t n_ctx = 2048) {
-  SessionOptions o;
+/// TestSession options: press `name` with `budget` (0 = unset), window W, KV type, context n_ctx.
+inline TestSessionOptions options(const std::string& name, int64_t budget, KVType kv = KVType::F32, int window = 32,
+                                  int64_t n_ctx = 2048) {
+  TestSessionOptions o;
   o.n_ctx = n_ctx;
   o.kv_type = kv;
   o.press.name = name;
@@ -233,29 +234,29 @@ inline std::vector<float> naive_llama_decode(const Model& m, const CacheSnapshot
   for (int il = 0; il < c.n_layer; ++il) {
     const LayerWeights& L = m.layer(il);
     rms_norm(h.data(), L.attn_norm.data(), x.data(), E, c.rms_eps);
-    matmul(L.wq, x.data(), 1, q.data());
-    matmul(L.wk, x.data(), 1, k.data());
-    matmul(L.wv, x.data(), 1, v.data());
+    matmul(L.wq, x.data(), 1, q.data(), test::threads());
+    matmul(L.wk, x.data(), 1, k.data(), test::threads());
+    matmul(L.wv, x.data(), 1, v.data(), test::threads());
     const RopeParams rp = m.rope_params(il);
-    rope_rows(rp, &pos, 1, q.data(), qd, c.n_head);
-    rope_rows(rp, &pos, 1, k.data(), kd, c.n_head_kv);
+    rope_rows(rp, &pos, 1, q.data(), qd, c.n_head, 2);
+    rope_rows(rp, &pos, 1, k.data(), kd, c.n_head_kv, 2);
     if (kv == KVType::F16) {
       for (auto& e : k) e = round_f16(e);
       for (auto& e : v) e = round_f16(e);
     }
     naive_attention(m.attention_params(il), q.data(), pos, cache[static_cast<size_t>(il)], k.data(), v.data(),
                     kv == KVType::F16, att.data());
-    matmul(L.wo, att.data(), 1, x.data());
+    matmul(L.wo, att.data(), 1, x.data(), test::threads());
     for (int64_t i = 0; i < E; ++i) h[static_cast<size_t>(i)] += x[static_cast<size_t>(i)];
     rms_norm(h.data(), L.ffn_norm.data(), x.data(), E, c.rms_eps);
-    matmul(L.ffn_gate, x.data(), 1, a.data());
-    matmul(L.ffn_up, x.data(), 1, b.data());
-    swiglu_inplace(a.data(), b.data(), c.n_ff);
-    matmul(L.ffn_down, a.data(), 1, x.data());
+    matmul(L.ffn_gate, x.data(), 1, a.data(), test::threads());
+    matmul(L.ffn_up, x.data(), 1, b.data(), test::threads());
+    swiglu_inplace(a.data(), b.data(), c.n_ff, 2);
+    matmul(L.ffn_down, a.data(), 1, x.data(), test::threads());
     for (int64_t i = 0; i < E; ++i) h[static_cast<size_t>(i)] += x[static_cast<size_t>(i)];
   }
   std::vector<float> logits(static_cast<size_t>(c.n_vocab)), tmp(static_cast<size_t>(E));
-  m.logits(h.data(), 1, logits.data(), tmp.data());
+  m.logits(h.data(), 1, logits.data(), tmp.data(), test::threads());
   return logits;
 }
 

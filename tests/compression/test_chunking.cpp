@@ -17,16 +17,16 @@ TEST(CompressionChunking, KeptSetsIndependentOfPrefillChunk) {
   const int W = 16;
   const auto prompt = ctest::random_tokens(L, m->config().n_vocab, 91);
   for (const std::string name : {"snapkv", "h2o", "tova", "adakv"}) {
-    SessionOptions o = ctest::options(name, C, KVType::F32, W);
+    TestSessionOptions o = ctest::options(name, C, KVType::F32, W);
     o.prefill_chunk = 512;
-    Session one(m, o);
+    TestSession one(m, o);
     one.prefill(prompt);
     ASSERT_EQ(one.kept().size(), 5u);
     // 7: many chunks, the window split across three of them; 290: the window split 10 + 6.
     for (const int chunk : {7, 290}) {
       SCOPED_TRACE(fmt::format("{} chunk {}", name, chunk));
       o.prefill_chunk = chunk;
-      Session s(m, o);
+      TestSession s(m, o);
       s.prefill(prompt);
       ASSERT_EQ(s.kept().size(), one.kept().size());
       for (size_t i = 0; i < s.kept().size(); ++i) {

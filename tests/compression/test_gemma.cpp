@@ -20,8 +20,8 @@ TEST(CompressionGemma, OnlyFullLayersCompressedSwaLayersBounded) {
   const int64_t swa_window = cfg.sliding_window;
   ASSERT_EQ(swa_window, 512);
   const auto prompt = ctest::random_tokens(static_cast<size_t>(L), cfg.n_vocab, 81);
-  SessionOptions o = ctest::options("snapkv", C, KVType::F16, W, 4096);
-  Session s(m, o);
+  TestSessionOptions o = ctest::options("snapkv", C, KVType::F16, W, 4096);
+  TestSession s(m, o);
   s.prefill(prompt);
 
   std::vector<int> kept_layers;

@@ -31,9 +31,9 @@ struct Outcome {
   size_t n_kept_layers = 0;
 };
 
-Outcome run_session(const std::shared_ptr<const Model>& m, const SessionOptions& o, const std::vector<int32_t>& prompt,
-                    int steps) {
-  Session s(m, o);
+Outcome run_session(const std::shared_ptr<const Model>& m, const TestSessionOptions& o,
+                    const std::vector<int32_t>& prompt, int steps) {
+  TestSession s(m, o);
   Outcome r;
   const auto l = s.prefill(prompt, true, &r.all_logits);
   r.prefill_logits.assign(l.begin(), l.end());
@@ -66,7 +66,7 @@ TEST(CompressionIdentity, CapacityAtLeastPromptIsBitIdenticalToNone) {
       const std::string& name = presses[pi];
       {
         const int mode = static_cast<int>((pi + (kv == KVType::F16 ? 1 : 0)) % 3);
-        SessionOptions o = options(name, mode == 0 ? L : mode == 1 ? L + 57 : 0, kv);
+        TestSessionOptions o = options(name, mode == 0 ? L : mode == 1 ? L + 57 : 0, kv);
         if (mode == 2) o.press.compression_ratio = 0.0;  // kvpress convention: remove nothing
         SCOPED_TRACE(name + (kv == KVType::F16 ? " f16" : " f32") + " mode " + std::to_string(mode));
         const Outcome r = run_session(m, o, prompt, 16);
@@ -92,7 +92,7 @@ TEST(CompressionIdentity, PrefillLogitsIndependentOfBudget) {
   const int64_t L = 300;
   const auto prompt = random_tokens(L, m->config().n_vocab, 12);
   for (const KVType kv : {KVType::F32, KVType::F16}) {
-    Session full(m, options("none", 0, kv));
+    TestSession full(m, options("none", 0, kv));
     std::vector<float> full_all;
     const auto fl = full.prefill(prompt, true, &full_all);
     const std::vector<float> full_last(fl.begin(), fl.end());
@@ -107,7 +107,7 @@ TEST(CompressionIdentity, PrefillLogitsIndependentOfBudget) {
     for (const std::string& name : presses) {
       for (const int64_t budget : budgets) {
         SCOPED_TRACE(fmt::format("{} budget {} {}", name, budget, kv == KVType::F16 ? "f16" : "f32"));
-        Session s(m, options(name, budget, kv));
+        TestSession s(m, options(name, budget, kv));
         std::vector<float> all;
         const auto l = s.prefill(prompt, true, &all);
         EXPECT_TRUE(same_bits(l, full_last));

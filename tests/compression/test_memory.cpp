@@ -35,10 +35,10 @@ TEST(CompressionMemory, BytesMatchTheEntriesHeld) {
     for (const auto& name : ctest::all_presses()) {
       if (kv == KVType::F16 && name != "none" && name != "snapkv" && name != "adakv") continue;
       SCOPED_TRACE(name + (kv == KVType::F16 ? " f16" : " f32"));
-      Session s(m, options(name, name == "none" ? 0 : C, kv, 16));
+      TestSession s(m, options(name, name == "none" ? 0 : C, kv, 16));
       s.prefill(prompt);
       const KVCache& cache = s.kv_cache();
-      const SessionStats& st = s.stats();
+      const SequenceStats& st = s.stats();
       // 5a: one cache per KV head, never one per query head.
       ASSERT_EQ(cache.n_head_kv(), 4);
       ASSERT_EQ(cfg.n_head, 8);
@@ -119,9 +119,9 @@ TEST(CompressionMemory, PeakIsOneFullLayerPlusCompressedOthers) {
       const int64_t L = c.L;
       const auto prompt = random_tokens(static_cast<size_t>(L), cfg.n_vocab, 52);
       SCOPED_TRACE(fmt::format("{} {} L {}", name, kv == KVType::F16 ? "f16" : "f32", L));
-      Session s(m, options(name, name == "none" ? 0 : C, kv, 32, 4096));
+      TestSession s(m, options(name, name == "none" ? 0 : C, kv, 32, 4096));
       s.prefill(prompt);
-      const SessionStats& st = s.stats();
+      const SequenceStats& st = s.stats();
       const size_t per = layer_entry_bytes(cfg, kv);
       const auto nl = static_cast<size_t>(cfg.n_layer);
       const size_t full = nl * static_cast<size_t>(L) * per;

@@ -1,6 +1,6 @@
 // The known pitfalls of reference SnapKV / kvpress implementations must be impossible here
 // (test 5; 5a and 5g are in test_memory.cpp, 5f in test_positions.cpp):
-//  (b) compression is not skipped on a second request (reset(), or a new Session on the same Model);
+//  (b) compression is not skipped on a second request (reset(), or a new TestSession on the same Model);
 //  (c) the observation window is not evicted when scores tie;
 //  (d) compression never silently does nothing: with L > C each compressed layer holds exactly C
 //      entries per KV head (adakv: H_kv x C per layer; pyramidkv: n_layer x H_kv x C in total);
@@ -17,7 +17,7 @@ namespace {
 using ctest::options;
 using ctest::random_tokens;
 
-std::vector<std::vector<std::vector<int32_t>>> kept_positions(const Session& s) {
+std::vector<std::vector<std::vector<int32_t>>> kept_positions(const TestSession& s) {
   std::vector<std::vector<std::vector<int32_t>>> out;
   for (const auto& k : s.kept()) out.push_back(k.positions);
   return out;
@@ -31,8 +31,8 @@ TEST(CompressionPitfalls, SecondRequestCompressesAgain) {
   const auto other = random_tokens(L + 20, m->config().n_vocab, 62);
   for (const std::string name : {"snapkv", "adakv", "h2o"}) {
     SCOPED_TRACE(name);
-    const SessionOptions o = options(name, C, KVType::F16, 16);
-    Session s(m, o);
+    const TestSessionOptions o = options(name, C, KVType::F16, 16);
+    TestSession s(m, o);
     const auto l1 = s.prefill(prompt);
     const std::vector<float> logits1(l1.begin(), l1.end());
     const auto kept1 = kept_positions(s);
@@ -65,8 +65,8 @@ TEST(CompressionPitfalls, SecondRequestCompressesAgain) {
     EXPECT_EQ(s.kept().size(), 5u);
     EXPECT_EQ(s.stats().kv_cache_bytes, bytes1);
 
-    // A new Session on the same Model.
-    Session s2(m, o);
+    // A new TestSession on the same Model.
+    TestSession s2(m, o);
     s2.prefill(prompt);
     EXPECT_EQ(kept_positions(s2), kept1);
     EXPECT_EQ(s2.stats().kv_cache_bytes, bytes1);
@@ -79,7 +79,7 @@ TEST(CompressionPitfalls, SecondRequestCompressesAgain) {
 TEST(CompressionPitfalls, WindowSurvivesTiedScores) {
   {
     // The all-zero model really produces all-zero keys (so the scores tie exactly).
-    Session z(ctest::zero_synthetic(), options("none", 0, KVType::F32));
+    TestSession z(ctest::zero_synthetic(), options("none", 0, KVType::F32));
     z.prefill(random_tokens(10, 512, 66));
     for (const auto& h : z.kv_cache().layer(1).heads) {
       std::vector<float> k(16);
@@ -98,7 +98,7 @@ TEST(CompressionPitfalls, WindowSurvivesTiedScores) {
     for (const auto& name : ctest::all_presses()) {
       if (name == "none") continue;
       SCOPED_TRACE(name + (which == 0 ? " zero" : synth ? " synthetic" : " stories"));
-      Session s(m, options(name, C, KVType::F32, W));
+      TestSession s(m, options(name, C, KVType::F32, W));
       s.prefill(prompt);
       ASSERT_EQ(static_cast<int>(s.kept().size()), m->config().n_layer);
       for (int il = 0; il < m->config().n_layer; ++il) {
@@ -130,9 +130,9 @@ TEST(CompressionPitfalls, CompressionNeverSilentlyDoesNothing) {
     for (const auto& name : ctest::all_presses()) {
       if (name == "none") continue;
       SCOPED_TRACE(fmt::format("{} L {} C {} {}", name, c.L, C, c.synth ? "synthetic" : "stories"));
-      SessionOptions o = options(name, c.ratio < 0 ? C : 0, KVType::F32, 16, 1024);
+      TestSessionOptions o = options(name, c.ratio < 0 ? C : 0, KVType::F32, 16, 1024);
       if (c.ratio >= 0) o.press.compression_ratio = c.ratio;
-      Session s(m, o);
+      TestSession s(m, o);
       s.prefill(prompt);
       ASSERT_EQ(static_cast<int>(s.kept().size()), cfg.n_layer);
       int64_t grand = 0;
@@ -172,20 +172,20 @@ TEST(CompressionPitfalls, BudgetBelowWindowIsAnError) {
   for (const auto& name : ctest::all_presses()) {
     if (name == "none") continue;
     SCOPED_TRACE(name);
-    expect_error([&] { Session s(m, options(name, 31, KVType::F16, 32)); }, "--budget");
-    expect_error([&] { Session s(m, options(name, 1, KVType::F16, 32)); }, "--budget");
+    expect_error([&] { TestSession s(m, options(name, 31, KVType::F16, 32)); }, "--budget");
+    expect_error([&] { TestSession s(m, options(name, 1, KVType::F16, 32)); }, "--budget");
   }
   // streamingllm: the sinks come on top of the window.
-  SessionOptions o = options("streamingllm", 34, KVType::F16, 32);
+  TestSessionOptions o = options("streamingllm", 34, KVType::F16, 32);
   o.press.sinks = 4;
-  expect_error([&] { Session s(m, o); }, "--budget");
+  expect_error([&] { TestSession s(m, o); }, "--budget");
   o.press.budget = 36;
-  EXPECT_NO_THROW({ Session s(m, o); });
+  EXPECT_NO_THROW({ TestSession s(m, o); });
 
   // Ratio: 64 tokens, ratio 0.9 -> C = 7 < W = 32.
-  SessionOptions r = options("snapkv", 0, KVType::F16, 32);
+  TestSessionOptions r = options("snapkv", 0, KVType::F16, 32);
   r.press.compression_ratio = 0.9;
-  Session s(m, r);
+  TestSession s(m, r);
   const auto prompt = random_tokens(64, m->config().n_vocab, 64);
   expect_error([&] { s.prefill(prompt); }, "--compression-ratio");
   EXPECT_EQ(s.n_past(), 0);

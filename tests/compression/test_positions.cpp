@@ -47,13 +47,13 @@ TEST_P(DecodeAfterCompression, MatchesNaiveForwardOverKeptTriples) {
   const ModelConfig& cfg = m->config();
   const int64_t L = 300, C = 48;
   const auto prompt = random_tokens(L, cfg.n_vocab, 31);
-  Session s(m, options(c.press, C, c.kv, 16));
+  TestSession s(m, options(c.press, C, c.kv, 16));
   const auto l0 = s.prefill(prompt);
   std::vector<float> cur(l0.begin(), l0.end());
   ASSERT_EQ(s.n_past(), L);
 
   // The uncompressed cache, for the "no eviction" negative control.
-  Session full(m, options("none", 0, c.kv));
+  TestSession full(m, options("none", 0, c.kv));
   full.prefill(prompt);
   CacheSnapshot full_snap = ctest::snapshot(full.kv_cache());
 
@@ -122,7 +122,7 @@ INSTANTIATE_TEST_SUITE_P(
                     DecodeCase{"snapkv", KVType::F16, 1e-4}, DecodeCase{"adakv", KVType::F16, 1e-4}),
     decode_case_name);
 
-// Test 5f at the kernel level: snapkv::attention() on the real compressed (ragged, gapped) cache
+// Test 5f at the kernel level: snapkv::attention(, 2) on the real compressed (ragged, gapped) cache
 // of the synthetic GQA 3:1 model vs the naive loop, for the decode path (one query) and the
 // blocked prefill path (several queries), with queries at the next position, inside the prompt
 // (some kept, some evicted positions), and with a sliding window that cuts through the gaps.
@@ -135,7 +135,7 @@ TEST(CompressedAttentionKernel, MatchesNaiveLoopOverKeptTriples) {
     for (const std::string press : {"adakv", "snapkv"}) {
       if (kv == KVType::F16 && press == "snapkv") continue;  // the F16 prefill is the slow one
       SCOPED_TRACE(press + (kv == KVType::F16 ? " f16" : " f32"));
-      Session s(m, options(press, C, kv, 16, 1024));
+      TestSession s(m, options(press, C, kv, 16, 1024));
       s.prefill(prompt);
       const CacheSnapshot snap = ctest::snapshot(s.kv_cache());
       bool ragged = false;
@@ -173,12 +173,12 @@ TEST(CompressedAttentionKernel, MatchesNaiveLoopOverKeptTriples) {
           const double tol = kv == KVType::F16 ? 2e-3 : 2e-5;
           // Decode path: one query per call.
           for (size_t i = 0; i < nq; ++i) {
-            attention(p, q.data() + i * qrow, &qpos_list[i], 1, s.kv_cache().layer(il), one.data(), ws);
+            attention(p, q.data() + i * qrow, &qpos_list[i], 1, s.kv_cache().layer(il), one.data(), ws, 2);
             EXPECT_LE(rel_err(one, {ref.data() + i * qrow, qrow}), tol)
                 << "decode, layer " << il << " window " << window << " qpos " << qpos_list[i];
           }
           // Blocked prefill path: all queries in one call.
-          attention(p, q.data(), qpos_list.data(), static_cast<int64_t>(nq), s.kv_cache().layer(il), got.data(), ws);
+          attention(p, q.data(), qpos_list.data(), static_cast<int64_t>(nq), s.kv_cache().layer(il), got.data(), ws, 2);
           for (size_t i = 0; i < nq; ++i)
             EXPECT_LE(rel_err({got.data() + i * qrow, qrow}, {ref.data() + i * qrow, qrow}), tol)
                 << "prefill, layer " << il << " window " << window << " qpos " << qpos_list[i];

@@ -26,8 +26,8 @@ TEST(CompressionQuestion, QuestionAppendedUncompressedAfterCompressedContext) {
   const auto question = random_tokens(Q, cfg.n_vocab, 72);
   for (const std::string name : {"snapkv", "adakv"}) {
     SCOPED_TRACE(name);
-    const SessionOptions o = options(name, C, KVType::F32, 16);
-    Session s(m, o);
+    const TestSessionOptions o = options(name, C, KVType::F32, 16);
+    TestSession s(m, o);
     s.prefill(context, true);
     const auto before = ctest::snapshot(s.kv_cache());
     ASSERT_EQ(s.kept().size(), 5u);
@@ -54,7 +54,7 @@ TEST(CompressionQuestion, QuestionAppendedUncompressedAfterCompressedContext) {
 
     // The same question decoded token by token on an identically compressed session: same
     // logits for every question position (blocked prefill vs decode kernels: f32 rounding only).
-    Session d(m, o);
+    TestSession d(m, o);
     d.prefill(context, true);
     double worst = 0;
     for (int64_t j = 0; j < Q; ++j) {
@@ -80,7 +80,7 @@ TEST(CompressionQuestion, SecondCompressingPrefillIsAnError) {
   const int64_t L = 300, C = 48;
   const auto context = random_tokens(L, m->config().n_vocab, 73);
   const auto more = random_tokens(100, m->config().n_vocab, 74);  // 100 > C: compression would apply
-  Session s(m, options("snapkv", C, KVType::F16, 16));
+  TestSession s(m, options("snapkv", C, KVType::F16, 16));
   s.prefill(context, true);
   const auto snap = ctest::snapshot(s.kv_cache());
   const size_t bytes = s.stats().kv_cache_bytes;
@@ -103,7 +103,7 @@ TEST(CompressionQuestion, SecondCompressingPrefillIsAnError) {
   EXPECT_EQ(s.kv_cache().layer(0).heads[0].size(), C + 100);
 
   // With press none, compress=true on a non-empty session is harmless (nothing to compress).
-  Session n(m, options("none", 0, KVType::F16, 16));
+  TestSession n(m, options("none", 0, KVType::F16, 16));
   n.prefill(context, true);
   EXPECT_NO_THROW(n.prefill(more, true));
   EXPECT_EQ(n.kv_cache().layer(0).heads[0].size(), L + 100);

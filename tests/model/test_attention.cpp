@@ -104,12 +104,11 @@ class AttentionVsNaive : public testing::TestWithParam<AttnCase> {};
 TEST_P(AttentionVsNaive, MatchesReference) {
   const AttnCase& c = GetParam();
   for (const int threads : {1, 2}) {
-    omp_set_num_threads(threads);
     const Built b = build(c, 42 + static_cast<uint64_t>(c.n_q));
     AttentionParams p{c.n_head, c.n_head_kv, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim)), c.window};
     AttentionWorkspace ws(p, c.n_pos, c.n_q);
     std::vector<float> out(b.q.size(), -7.0f);
-    attention(p, b.q.data(), b.qpos.data(), c.n_q, b.cache, out.data(), ws);
+    attention(p, b.q.data(), b.qpos.data(), c.n_q, b.cache, out.data(), ws, threads);
     const auto ref = reference(c, b, p.scale);
     // F32: only f32 rounding. F16: the kernel also rounds the probabilities to F16 (ggml's V product).
     const double tol = c.type == KVType::F32 ? 2e-5 : 2e-3;
@@ -118,10 +117,9 @@ TEST_P(AttentionVsNaive, MatchesReference) {
     EXPECT_LT(worst, tol) << "threads " << threads;
     // Running it again gives bit-identical results (no races, deterministic reductions).
     std::vector<float> again(out.size());
-    attention(p, b.q.data(), b.qpos.data(), c.n_q, b.cache, again.data(), ws);
+    attention(p, b.q.data(), b.qpos.data(), c.n_q, b.cache, again.data(), ws, threads);
     EXPECT_EQ(out, again);
   }
-  omp_set_num_threads(1);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -158,9 +156,9 @@ TEST(Attention, QueryWithoutVisibleKeysGetsZeros) {
   AttentionWorkspace ws(p, 16, 4);
   std::vector<float> q(8, 1.0f), out(8, 5.0f);
   const int32_t qpos[2] = {10, 11};
-  attention(p, q.data(), qpos, 1, cache, out.data(), ws);
+  attention(p, q.data(), qpos, 1, cache, out.data(), ws, 2);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(out[static_cast<size_t>(i)], 0.0f);
-  attention(p, q.data(), qpos, 2, cache, out.data(), ws);
+  attention(p, q.data(), qpos, 2, cache, out.data(), ws, 2);
   for (const float x : out) EXPECT_EQ(x, 0.0f);
 }
 
@@ -171,13 +169,13 @@ TEST(Attention, RejectsMismatchedShapes) {
   AttentionWorkspace ws(p, 8, 2);
   std::vector<float> q(8), out(8);
   const int32_t qpos[1] = {0};
-  EXPECT_THROW(attention(p, q.data(), qpos, 1, cache, out.data(), ws), Error);
+  EXPECT_THROW(attention(p, q.data(), qpos, 1, cache, out.data(), ws, 2), Error);
   AttentionParams p1{1, 1, 4, 1.0f, 0};
   AttentionWorkspace ws1(p1, 8, 2);
   const int32_t qpos3[3] = {0, 1, 2};
   std::vector<float> q3(12), out3(12);
-  EXPECT_THROW(attention(p1, q3.data(), qpos3, 3, cache, out3.data(), ws1), Error);  // 3 > max_queries
-  EXPECT_THROW(AttentionWorkspace(AttentionParams{3, 2, 4, 1.0f, 0}, 8, 2), Error);  // 3 % 2 != 0
+  EXPECT_THROW(attention(p1, q3.data(), qpos3, 3, cache, out3.data(), ws1, 2), Error);  // 3 > max_queries
+  EXPECT_THROW(AttentionWorkspace(AttentionParams{3, 2, 4, 1.0f, 0}, 8, 2), Error);     // 3 % 2 != 0
 }
 
 }  // namespace

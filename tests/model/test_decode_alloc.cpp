@@ -8,7 +8,7 @@
 
 #include "golden_util.h"
 #include "model/model.h"
-#include "runtime/session.h"
+#include "support/test_session.h"
 
 // AddressSanitizer owns operator new/delete: the counting replacement (and so this test) is
 // compiled only in builds without it.
@@ -48,9 +48,9 @@ TEST(Decode, AllocatesNothingPerToken) {
 #else
   auto model = Model::load((test::shared_dir() / "models" / "stories260K.gguf").string());
   for (const KVType t : {KVType::F32, KVType::F16}) {
-    SessionOptions o;
+    TestSessionOptions o;
     o.kv_type = t;
-    Session s(model, o);
+    TestSession s(model, o);
     std::vector<int32_t> prompt(100, 300);
     prompt[0] = 1;
     s.prefill(prompt);

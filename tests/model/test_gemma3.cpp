@@ -7,7 +7,7 @@
 
 #include "golden_util.h"
 #include "model/model.h"
-#include "runtime/session.h"
+#include "support/test_session.h"
 
 namespace snapkv {
 namespace {
@@ -83,10 +83,10 @@ TEST_P(Gemma3Golden, MatchesLlamaCpp) {
     if (p["name"] == gc.prompt) pr = p;
   ASSERT_FALSE(pr.is_null()) << gc.prompt;
 
-  SessionOptions opt;
+  TestSessionOptions opt;
   opt.n_ctx = 4096;
   opt.kv_type = gc.kv == "kv_f16" ? KVType::F16 : KVType::F32;
-  Session s(gemma(), opt);
+  TestSession s(gemma(), opt);
   const auto tokens = test::ids(pr["token_ids"]);
   auto cur = s.prefill(tokens, false);
   float err_file = 0.0f;
@@ -141,10 +141,10 @@ TEST(Gemma3, SlidingWindowLayersStayBounded) {
   for (const auto& p : golden["prompts"])
     if (p["name"] == "apache2_medium") tokens = test::ids(p["token_ids"]);
   ASSERT_EQ(tokens.size(), 609u);
-  SessionOptions opt;
+  TestSessionOptions opt;
   opt.n_ctx = 1024;
   opt.prefill_chunk = 256;
-  Session s(gemma(), opt);
+  TestSession s(gemma(), opt);
   s.prefill(tokens);
   const ModelConfig& c = gemma()->config();
   const size_t entry = 2 * 256 * 2;  // one KV head, K+V, head_dim 256, F16

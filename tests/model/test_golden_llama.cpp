@@ -17,7 +17,7 @@
 
 #include "golden_util.h"
 #include "model/model.h"
-#include "runtime/session.h"
+#include "support/test_session.h"
 
 namespace snapkv {
 namespace {
@@ -61,7 +61,7 @@ TEST_P(LlamaGolden, LogitsAndGreedyPathMatchLlamaCpp) {
   const int n_vocab = model->config().n_vocab;
   ASSERT_EQ(n_vocab, golden["n_vocab"].get<int>());
 
-  SessionOptions opt;
+  TestSessionOptions opt;
   opt.n_ctx = 512;
   opt.kv_type = f16 ? KVType::F16 : KVType::F32;
 
@@ -70,7 +70,7 @@ TEST_P(LlamaGolden, LogitsAndGreedyPathMatchLlamaCpp) {
     SCOPED_TRACE(name);
     const auto tokens = test::ids(pr["token_ids"]);
     const float tol = (!f16 || tokens.size() <= kShortPrompt) ? kTol : kTolF16Chaotic;
-    Session s(model, opt);
+    TestSession s(model, opt);
     std::vector<float> all;
     const auto last = s.prefill(tokens, false, &all);
     const auto gl = test::read_f32(dir / (name + ".last_logits.f32"));

@@ -105,7 +105,7 @@ TEST(Rope, RowsHelperEqualsPerToken) {
   auto y = x;
   std::vector<int32_t> pos(n);
   for (int t = 0; t < n; ++t) pos[static_cast<size_t>(t)] = 100 + 3 * t;
-  rope_rows(p, pos.data(), n, y.data(), stride, heads);
+  rope_rows(p, pos.data(), n, y.data(), stride, heads, 2);
   std::vector<float> cs(8);
   for (int t = 0; t < n; ++t) {
     std::vector<float> r(x.begin() + t * stride, x.begin() + t * stride + stride);
@@ -143,7 +143,7 @@ TEST(RmsNorm, RowsHelperEqualsPerRow) {
   const auto x = randn(static_cast<size_t>(n * rows), 5);
   const auto w = randn(static_cast<size_t>(n), 6);
   std::vector<float> y(x.size()), r(static_cast<size_t>(n));
-  rms_norm_rows(x.data(), n, w.data(), y.data(), n, n, rows, 1e-5f);
+  rms_norm_rows(x.data(), n, w.data(), y.data(), n, n, rows, 1e-5f, 2);
   for (int64_t i = 0; i < rows; ++i) {
     rms_norm(x.data() + i * n, w.data(), r.data(), n, 1e-5f);
     for (int64_t d = 0; d < n; ++d) EXPECT_EQ(y[static_cast<size_t>(i * n + d)], r[static_cast<size_t>(d)]);
@@ -154,7 +154,7 @@ TEST(Activations, SwiGLUMatchesFormula) {
   auto a = randn(1000, 11, 4.0f);
   const auto a0 = a;
   const auto b = randn(1000, 12);
-  swiglu_inplace(a.data(), b.data(), 1000);
+  swiglu_inplace(a.data(), b.data(), 1000, 2);
   for (size_t i = 0; i < a.size(); ++i) {
     const double x = a0[i];
     EXPECT_NEAR(a[i], x / (1.0 + std::exp(-x)) * b[i], 1e-5 * (1.0 + std::fabs(x * b[i])));
@@ -168,7 +168,7 @@ TEST(Activations, GeGLUMatchesTanhGelu) {
   a.push_back(0.0f);
   const auto a0 = a;
   const std::vector<float> b(a.size(), 1.5f);
-  geglu_inplace(a.data(), b.data(), static_cast<int64_t>(a.size()));
+  geglu_inplace(a.data(), b.data(), static_cast<int64_t>(a.size()), 2);
   for (size_t i = 0; i < a.size(); ++i) {
     const double x = a0[i];
     const double g = 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));

@@ -1,5 +1,7 @@
-// Session properties on stories260K: chunked prefill, decode == prefill, exact cache byte
+// TestSession properties on stories260K: chunked prefill, decode == prefill, exact cache byte
 // accounting, context limits, and the one-shot compression hook (layer-major, per-head keep).
+#include "support/test_session.h"
+
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -9,7 +11,6 @@
 #include "golden_util.h"
 #include "model/model.h"
 #include "quant/quant.h"
-#include "runtime/session.h"
 #include "snapkv/error.h"
 
 namespace snapkv {
@@ -44,10 +45,10 @@ TEST(Session, ChunkedPrefillMatchesOneBatch) {
   for (const KVType t : {KVType::F32, KVType::F16}) {
     std::vector<std::vector<float>> outs;
     for (const int chunk : {512, 9, 1}) {
-      SessionOptions o;
+      TestSessionOptions o;
       o.kv_type = t;
       o.prefill_chunk = chunk;
-      Session s(stories(), o);
+      TestSession s(stories(), o);
       std::vector<float> all;
       s.prefill(tokens, false, &all);
       outs.push_back(all);
@@ -71,13 +72,13 @@ TEST(Session, DecodeEqualsPrefillOfOneMoreToken) {
   auto tokens = long_prompt();
   tokens.resize(120);
   for (const KVType t : {KVType::F32, KVType::F16}) {
-    SessionOptions o;
+    TestSessionOptions o;
     o.kv_type = t;
-    Session a(stories(), o);
+    TestSession a(stories(), o);
     a.prefill(std::span(tokens).first(119), false);
     const auto d = a.decode(tokens[119]);
     const std::vector<float> dv(d.begin(), d.end());
-    Session b(stories(), o);
+    TestSession b(stories(), o);
     const auto p = b.prefill(tokens, false);
     EXPECT_LT(test::max_abs_diff(dv, p), t == KVType::F32 ? 1e-4f : 6e-2f);
     EXPECT_EQ(a.n_past(), 120);
@@ -91,10 +92,10 @@ TEST(Session, ThreadCountDoesNotChangeResults) {
   for (const KVType t : {KVType::F32, KVType::F16}) {
     std::vector<std::vector<float>> outs;
     for (const int threads : {1, 2}) {
-      set_num_threads(threads);
-      SessionOptions o;
+      TestSessionOptions o;
+      o.threads = threads;
       o.kv_type = t;
-      Session s(stories(), o);
+      TestSession s(stories(), o);
       std::vector<float> all;
       s.prefill(tokens, false, &all);
       for (int i = 0; i < 4; ++i) {
@@ -105,16 +106,15 @@ TEST(Session, ThreadCountDoesNotChangeResults) {
     }
     EXPECT_EQ(outs[0], outs[1]);
   }
-  set_num_threads(1);
 }
 
 TEST(Session, CacheByteAccountingIsExact) {
   const auto tokens = long_prompt();
   const ModelConfig& c = stories()->config();
   for (const KVType t : {KVType::F32, KVType::F16}) {
-    SessionOptions o;
+    TestSessionOptions o;
     o.kv_type = t;
-    Session s(stories(), o);
+    TestSession s(stories(), o);
     s.prefill(tokens, false);
     const size_t want = static_cast<size_t>(c.n_layer) * 400 * entry_bytes(c, t);
     EXPECT_EQ(s.stats().kv_cache_bytes, want);
@@ -136,9 +136,9 @@ TEST(Session, CacheByteAccountingIsExact) {
 }
 
 TEST(Session, ContextLimitsAreErrors) {
-  SessionOptions o;
+  TestSessionOptions o;
   o.n_ctx = 16;
-  Session s(stories(), o);
+  TestSession s(stories(), o);
   std::vector<int32_t> t17(17, 300);
   try {
     s.prefill(t17);
@@ -154,26 +154,26 @@ TEST(Session, ContextLimitsAreErrors) {
   EXPECT_EQ(s.n_past(), 16);
   EXPECT_THROW(s.decode(300), Error);
   EXPECT_THROW(s.prefill(std::vector<int32_t>{}), Error);
-  Session s2(stories(), o);
+  TestSession s2(stories(), o);
   EXPECT_THROW(s2.prefill(std::vector<int32_t>{1, 512}), Error);  // id out of the 512-token vocab
   EXPECT_THROW(s2.prefill(std::vector<int32_t>{1, -1}), Error);
   EXPECT_EQ(s2.n_past(), 0);
   EXPECT_EQ(s2.kv_cache().bytes(), 0u);
   EXPECT_THROW(s2.decode(100000), Error);
-  SessionOptions bad;
+  TestSessionOptions bad;
   bad.n_ctx = -1;
-  EXPECT_THROW(Session(stories(), bad), Error);
+  EXPECT_THROW(TestSession(stories(), bad), Error);
   bad.n_ctx = 0;  // the model's 2048
-  EXPECT_EQ(Session(stories(), bad).n_ctx(), 2048);
+  EXPECT_EQ(TestSession(stories(), bad).n_ctx(), 2048);
   bad.prefill_chunk = 0;
-  EXPECT_THROW(Session(stories(), bad), Error);
+  EXPECT_THROW(TestSession(stories(), bad), Error);
   bad.prefill_chunk = 512;
   bad.press.name = "no-such-press";
-  EXPECT_THROW(Session(stories(), bad), Error);
+  EXPECT_THROW(TestSession(stories(), bad), Error);
 }
 
-SessionOptions snap(int64_t budget, KVType t = KVType::F16) {
-  SessionOptions o;
+TestSessionOptions snap(int64_t budget, KVType t = KVType::F16) {
+  TestSessionOptions o;
   o.kv_type = t;
   o.press.name = "snapkv";
   o.press.budget = budget;
@@ -183,10 +183,10 @@ SessionOptions snap(int64_t budget, KVType t = KVType::F16) {
 
 TEST(Session, CapacityAtLeastPromptIsBitIdenticalToNone) {
   const auto tokens = long_prompt();
-  Session none(stories(), SessionOptions{});
+  TestSession none(stories(), TestSessionOptions{});
   const auto a = none.prefill(tokens);
   const std::vector<float> av(a.begin(), a.end());
-  Session big(stories(), snap(400));
+  TestSession big(stories(), snap(400));
   const auto b = big.prefill(tokens);
   EXPECT_EQ(av, std::vector<float>(b.begin(), b.end()));
   EXPECT_TRUE(big.kept().empty());
@@ -203,11 +203,11 @@ TEST(Session, CompressionKeepsBudgetPerHeadAndFreesMemory) {
   const auto tokens = long_prompt();
   const ModelConfig& c = stories()->config();
   const int64_t C = 64, L = 400;
-  Session none(stories(), SessionOptions{});
+  TestSession none(stories(), TestSessionOptions{});
   const auto ref = none.prefill(tokens);
   const std::vector<float> ref_v(ref.begin(), ref.end());
 
-  Session s(stories(), snap(C));
+  TestSession s(stories(), snap(C));
   std::vector<std::pair<int, int>> progress;
   const auto logits = s.prefill(tokens, true, nullptr, [&](int d, int n) { progress.emplace_back(d, n); });
   // The first generated token comes from the uncompressed prefill.
@@ -255,8 +255,8 @@ TEST(Session, CompressionKeepsBudgetPerHeadAndFreesMemory) {
 TEST(Session, CompressedGenerationStaysCloseForLargeBudgets) {
   // With a budget of 3/4 of the prompt, the next-token logits move but greedy argmax mostly holds.
   const auto tokens = long_prompt();
-  Session none(stories(), SessionOptions{});
-  Session s(stories(), snap(300));
+  TestSession none(stories(), TestSessionOptions{});
+  TestSession s(stories(), snap(300));
   none.prefill(tokens);
   s.prefill(tokens);
   int same = 0;

@@ -12,9 +12,9 @@
 
 #include "core/fp16.h"
 #include "model/model.h"
-#include "runtime/session.h"
 #include "snapkv/error.h"
 #include "support/gguf_writer.h"
+#include "support/test_session.h"
 
 namespace snapkv {
 namespace {
@@ -253,10 +253,10 @@ void expect_matches_reference(const Spec& s, const std::string& name, double tol
   const auto ref = reference(s, b.wt, tokens);
   std::vector<std::vector<float>> outs;
   for (const int chunk : {512, 4}) {  // 10 = 4 + 4 + 2: no single-token chunk (decode kernels)
-    SessionOptions o;
+    TestSessionOptions o;
     o.kv_type = KVType::F32;
     o.prefill_chunk = chunk;
-    Session sess(model, o);
+    TestSession sess(model, o);
     std::vector<float> all;
     sess.prefill(std::span(tokens).first(10), false, &all);
     double worst = 0;

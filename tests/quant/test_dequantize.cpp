@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/fp16.h"
+#include "core/thread_context.h"
 #include "quant/quant.h"
 #include "quant_test_util.h"
 #include "snapkv/error.h"
@@ -152,14 +153,21 @@ TEST(Fp16Rows, MatchScalarConversionsIncludingSpecials) {
   }
 }
 
-TEST(Threads, SetAndGet) {
-  const int before = num_threads();
-  set_num_threads(1);
-  EXPECT_EQ(num_threads(), 1);
-  set_num_threads(2);
-  EXPECT_EQ(num_threads(), 2);
-  EXPECT_THROW(set_num_threads(0), Error);
-  set_num_threads(before);
+TEST(ThreadContext, CountsScratchAndErrors) {
+  ThreadContext one(1), three(3);
+  EXPECT_EQ(one.n_threads(), 1);
+  EXPECT_EQ(three.n_threads(), 3);
+  EXPECT_THROW(ThreadContext(0), Error);
+  EXPECT_THROW(ThreadContext(-2), Error);
+  EXPECT_EQ(three.scratch_bytes(), 0u);  // nothing allocated up front
+  uint8_t* a = three.scratch(0, 2, 100);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a) % 64, 0u);
+  EXPECT_EQ(three.scratch_bytes(), 128u);       // rounded up to 64 bytes
+  EXPECT_EQ(three.scratch(0, 2, 50), a);        // reused while it fits
+  EXPECT_NE(three.scratch(1, 2, 50), a);        // slots are independent
+  EXPECT_NE(three.scratch(0, 1, 50), a);        // so are threads
+  EXPECT_THROW(three.scratch(0, 3, 8), Error);  // thread out of range
+  EXPECT_THROW(three.scratch(ThreadContext::kSlots, 0, 8), Error);
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include "quant/quant.h"
 #include "quant_test_util.h"
 #include "snapkv/error.h"
+#include "support/threads.h"
 
 namespace snapkv {
 namespace {
@@ -91,7 +92,7 @@ TEST_P(MatmulTest, MatchesReferencesWithinBounds) {
     for (const int64_t n : {1, 2, 3, 5, 8, 17, 40}) {
       const auto X = random_x(n * cols, 1000u + static_cast<uint32_t>(n));
       std::vector<float> Y(static_cast<size_t>(n * rows), -1.0f);
-      matmul(W, X.data(), n, Y.data());
+      matmul(W, X.data(), n, Y.data(), test::threads());
       for (int64_t tok = 0; tok < n; ++tok) {
         for (int64_t r = 0; r < rows; ++r) {
           const auto ref = reference(t, wd[r], data.data() + r * row_bytes, X.data() + tok * cols, cols);
@@ -117,20 +118,15 @@ TEST_P(MatmulTest, BitwiseSameAcrossThreadCounts) {
   const int64_t rows = 1031;  // not a multiple of any tile or row block
   const auto data = qtest::random_rows(t, rows, cols, 42u);
   const WeightView W{t, rows, cols, data.data()};
-  const int before = num_threads();
   for (const int64_t n : {1, 17}) {
     const auto X = random_x(n * cols, 5u);
     std::vector<float> y1(static_cast<size_t>(n * rows)), y2(y1.size()), y3(y1.size());
-    set_num_threads(1);
-    matmul(W, X.data(), n, y1.data());
-    set_num_threads(2);
-    matmul(W, X.data(), n, y2.data());
-    set_num_threads(3);
-    matmul(W, X.data(), n, y3.data());
+    matmul(W, X.data(), n, y1.data(), test::threads(1));
+    matmul(W, X.data(), n, y2.data(), test::threads(2));
+    matmul(W, X.data(), n, y3.data(), test::threads(3));
     EXPECT_EQ(0, std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float))) << "1 vs 2 threads, n=" << n;
     EXPECT_EQ(0, std::memcmp(y1.data(), y3.data(), y1.size() * sizeof(float))) << "1 vs 3 threads, n=" << n;
   }
-  set_num_threads(before);
 }
 
 // A token's result depends only on its own activations and on which kernel family serves the
@@ -148,7 +144,7 @@ TEST_P(MatmulTest, DecodeAndBatchesAgree) {
   const auto X = random_x(n * cols, 6u);
   auto run = [&](int64_t first, int64_t count) {
     std::vector<float> y(static_cast<size_t>(count * rows));
-    matmul(W, X.data() + first * cols, count, y.data());
+    matmul(W, X.data() + first * cols, count, y.data(), test::threads());
     return y;
   };
   const auto y40 = run(0, n);       // lane kernel (AVX-512), 3 tiles
@@ -185,8 +181,8 @@ TEST(Matmul, LongPrefillChunks) {
     const WeightView W{t, rows, cols, data.data()};
     const auto X = random_x(n * cols, 8u);
     std::vector<float> Y(static_cast<size_t>(n * rows)), Yh(static_cast<size_t>(half * rows));
-    matmul(W, X.data(), n, Y.data());
-    matmul(W, X.data() + half * cols, half, Yh.data());
+    matmul(W, X.data(), n, Y.data(), test::threads());
+    matmul(W, X.data() + half * cols, half, Yh.data(), test::threads());
     EXPECT_EQ(0, std::memcmp(Y.data() + half * rows, Yh.data(), Yh.size() * sizeof(float)))
         << ggml_type_name(static_cast<uint32_t>(t));
     const auto w0 = qtest::ref_row(t, data.data(), cols, 0);
@@ -210,10 +206,10 @@ TEST(Matmul, InsideParallelRegionMatchesSerial) {
     X.push_back(random_x(n * cols, 20u + static_cast<uint32_t>(k)));
     Yser.emplace_back(static_cast<size_t>(n * rows));
     Ypar.emplace_back(static_cast<size_t>(n * rows));
-    matmul(W, X[k].data(), n, Yser[k].data());
+    matmul(W, X[k].data(), n, Yser[k].data(), test::threads());
   }
 #pragma omp parallel for num_threads(2)
-  for (int k = 0; k < 4; ++k) matmul(W, X[k].data(), n, Ypar[k].data());
+  for (int k = 0; k < 4; ++k) matmul(W, X[k].data(), n, Ypar[k].data(), test::threads());
   for (int k = 0; k < 4; ++k) EXPECT_EQ(0, std::memcmp(Yser[k].data(), Ypar[k].data(), Yser[k].size() * 4));
 }
 
@@ -228,14 +224,14 @@ TEST(Matmul, UnsupportedTypeThrowsNamingIt) {
   for (const GGMLType t : {GGMLType::Q2_K, GGMLType::Q3_K, GGMLType::IQ4_XS, GGMLType::Q8_K}) {
     const WeightView W{t, 1, 256, buf.data()};
     try {
-      matmul(W, x.data(), 1, y.data());
+      matmul(W, x.data(), 1, y.data(), test::threads());
       FAIL() << "expected snapkv::Error";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(ggml_type_name(static_cast<uint32_t>(t))), std::string::npos) << e.what();
     }
   }
   const WeightView bad{static_cast<GGMLType>(77), 1, 32, buf.data()};
-  EXPECT_THROW(matmul(bad, x.data(), 1, y.data()), Error);
+  EXPECT_THROW(matmul(bad, x.data(), 1, y.data(), test::threads()), Error);
 }
 
 TEST(Matmul, ColsNotMultipleOfBlockThrows) {
@@ -243,30 +239,30 @@ TEST(Matmul, ColsNotMultipleOfBlockThrows) {
   std::vector<float> x(1024), y(4);
   const WeightView q8{GGMLType::Q8_0, 1, 48, buf.data()};
   try {
-    matmul(q8, x.data(), 1, y.data());
+    matmul(q8, x.data(), 1, y.data(), test::threads());
     FAIL() << "expected snapkv::Error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("Q8_0"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("48"), std::string::npos) << e.what();
   }
   const WeightView q4k{GGMLType::Q4_K, 1, 640, buf.data()};
-  EXPECT_THROW(matmul(q4k, x.data(), 1, y.data()), Error);
+  EXPECT_THROW(matmul(q4k, x.data(), 1, y.data(), test::threads()), Error);
   const WeightView neg{GGMLType::F32, 1, -4, buf.data()};
-  EXPECT_THROW(matmul(neg, x.data(), 1, y.data()), Error);
+  EXPECT_THROW(matmul(neg, x.data(), 1, y.data(), test::threads()), Error);
 }
 
 TEST(Matmul, EmptyShapes) {
   std::vector<float> x(64, 1.0f), y(8, 5.0f);
   const WeightView none{GGMLType::F32, 0, 64, nullptr};
-  matmul(none, x.data(), 3, y.data());  // no rows: nothing to do
+  matmul(none, x.data(), 3, y.data(), test::threads());  // no rows: nothing to do
   EXPECT_EQ(y[0], 5.0f);
   const WeightView nocols{GGMLType::Q8_0, 4, 0, nullptr};
-  matmul(nocols, x.data(), 2, y.data());
+  matmul(nocols, x.data(), 2, y.data(), test::threads());
   for (int i = 0; i < 8; ++i) EXPECT_EQ(y[i], 0.0f);
   std::vector<uint8_t> w(34 * 2);
   const WeightView q8{GGMLType::Q8_0, 1, 64, w.data()};
-  EXPECT_THROW(matmul(q8, x.data(), -1, y.data()), Error);
-  EXPECT_THROW(matmul(q8, nullptr, 1, y.data()), Error);
+  EXPECT_THROW(matmul(q8, x.data(), -1, y.data(), test::threads()), Error);
+  EXPECT_THROW(matmul(q8, nullptr, 1, y.data(), test::threads()), Error);
 }
 
 }  // namespace

@@ -1,0 +1,132 @@
+// snapkv: a Sequence — the state of one request: its ragged per-(layer, KV head) KV cache, its
+// positions, its press plan and pending layer-major prefill, its statistics and the log of what
+// compression kept. Created by Engine::new_sequence; advanced by Engine::step. A sequence is
+// used by one worker at a time (not thread-safe); different sequences are independent.
+//
+// Memory: an idle sequence holds its KV bytes (stats().kv_cache_bytes), 4 bytes of position per
+// stored entry, and a constant of bookkeeping (constant_bytes()); nothing is sized by n_ctx.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "snapkv/kv_type.h"
+#include "snapkv/press_spec.h"
+
+namespace snapkv {
+
+class Engine;
+class Workspace;
+class KVCache;
+
+/// Settings of a new sequence.
+struct SequenceOptions {
+  int64_t n_ctx = 0;  ///< positions the sequence may hold (tokens); 0 = the model's n_ctx_train
+  KVType kv_type = KVType::F16;
+  bool log_kept = false;  ///< record the kept positions and scores of every compressed layer (kept())
+};
+
+/// Settings of one prefill (Sequence::begin_prefill).
+struct PrefillOptions {
+  /// Compression applied to this prompt's KV cache, layer by layer as soon as each full-attention
+  /// layer is done (SnapKV, Li et al. 2024, Sec. 4). "none" = no compression. Compression is
+  /// one-shot: a compressing prefill needs an empty sequence. A prompt the press cannot or need
+  /// not compress (no longer than the budget, or not longer than window + sinks) is kept whole,
+  /// and stats() says why.
+  PressSpec press;
+  /// Keep the last `retain_window` queries of every full-attention layer ([n_head][W][head_dim]
+  /// floats per layer) so that Sequence::compress() can compress this prompt later, e.g. on
+  /// fork()s with different presses. 0 = keep none.
+  int retain_window = 0;
+  /// If set, receives the logits of every prompt token, [n_tokens x n_vocab] row-major.
+  std::vector<float>* all_logits = nullptr;
+  /// Called after each layer: progress(layers_done, n_layer).
+  std::function<void(int, int)> progress;
+};
+
+/// What a press kept in one layer: per KV head, the ascending positions and the score that
+/// ranked each one (+inf for positions kept unconditionally: window, sinks).
+struct KeptLayer {
+  int layer = 0;
+  std::vector<std::vector<int32_t>> positions;
+  std::vector<std::vector<float>> scores;
+};
+
+struct SequenceStats {
+  double prefill_ms = 0;           ///< wall time from the first to the last step of the prefills (compression included)
+  double compression_ms = 0;       ///< time inside presses and compaction
+  size_t kv_cache_bytes = 0;       ///< K+V payload bytes held now
+  size_t peak_kv_cache_bytes = 0;  ///< max of kv_cache_bytes over the sequence's life (sampled after every block call)
+  size_t kv_cache_bytes_full = 0;  ///< an uncompressed cache of the same tokens (sliding-window layers: what they hold)
+  std::vector<double> kept_tokens_per_layer;  ///< per layer: mean over KV heads of the entries held
+  std::string press = "none";                 ///< the press applied (canonical spec), "none" if none
+  bool compressed = false;                    ///< a press removed entries
+  int64_t budget = 0;            ///< capacity C (tokens per KV head) the press used; 0 if it did not compress
+  std::string compression_note;  ///< why a requested press did not compress (prompt fits / too short), else ""
+  int64_t n_prompt_tokens = 0;   ///< tokens of the compressed (or first) prompt
+};
+
+class Sequence {
+ public:
+  ~Sequence();
+  Sequence(const Sequence&) = delete;
+  Sequence& operator=(const Sequence&) = delete;
+
+  /// Positions held (tokens prefilled and decoded so far; the next token goes to position n_past()).
+  int64_t n_past() const;
+  /// Most positions this sequence may hold.
+  int64_t n_ctx() const;
+  KVType kv_type() const;
+  const SequenceStats& stats() const;
+  /// What each press call kept, in layer order (only with SequenceOptions::log_kept).
+  const std::vector<KeptLayer>& kept() const;
+
+  /// Queues a prefill of `tokens` at positions n_past().. (layer-major: all tokens through
+  /// layer 0, then layer 1, ...); Engine::step advances it (Batch::add_prefill), Engine::prefill
+  /// runs it to the end. Throws snapkv::Error, changing nothing, for: no tokens, an id outside
+  /// the vocabulary, tokens that do not fit the context ("prompt of N tokens does not fit the
+  /// context of C tokens (-c)"), a prefill already pending, a bad press spec, or a compressing
+  /// press on a sequence that already holds tokens.
+  void begin_prefill(std::span<const int32_t> tokens, const PrefillOptions& opt);
+  /// True while a prefill is pending (begun and not finished).
+  bool prefilling() const;
+  /// Logits of the last token of the last finished prefill (n_vocab floats; empty before).
+  std::span<const float> prefill_logits() const;
+
+  /// A copy of this sequence (cache, positions, stats, kept log, retained queries): costs a copy
+  /// of its KV bytes. Throws snapkv::Error while a prefill is pending.
+  std::unique_ptr<Sequence> fork() const;
+
+  /// Compresses the held prompt now with `press`, every full-attention layer, exactly as if the
+  /// press had been given to the prefill (the kept sets and the cache are identical). Needs the
+  /// prefill's queries: PrefillOptions::retain_window >= the press's window, the sequence holding
+  /// exactly that prompt (nothing decoded, nothing compressed). Throws snapkv::Error otherwise or
+  /// for a bad spec. Uses the workspace's threads.
+  void compress(const PressSpec& press, Workspace& ws);
+
+  /// Empties the cache, positions, stats and pending prefill: the sequence can serve a new request.
+  void reset();
+
+  /// Bytes of bookkeeping an idle sequence holds besides its KV payload and positions (the
+  /// object, one small record per layer and per (layer, KV head), and their heap blocks).
+  size_t constant_bytes() const;
+
+  /// Internal (src/kv/kv_cache.h): the cache, for tests and tools.
+  const KVCache& kv_cache() const;
+
+  struct State;  ///< internal (src/runtime/sequence_state.h)
+  State& state() { return *s_; }
+  const State& state() const { return *s_; }
+
+ private:
+  friend class Engine;
+  explicit Sequence(std::unique_ptr<State> s);
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace snapkv

@@ -1,0 +1,44 @@
+// snapkv: a Workspace — the scratch memory and threads of one worker (gemma.cpp's per-worker
+// activations). Sized by the rows of one block call and the kernels' block sizes, never by the
+// context length. One workspace serves one Engine::step at a time; workers that step
+// concurrently each need their own.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace snapkv {
+
+class Engine;
+
+struct WorkspaceOptions {
+  /// OpenMP threads of this worker's kernels; 0 = the engine's (EngineOptions::n_threads).
+  int n_threads = 0;
+  /// Rows of one block call: decode rows of a step plus the prefill chunk they run with (a
+  /// prefill advances in chunks of at most this many tokens per layer). Bounds the activation
+  /// memory: about max_rows x (4 n_embd + 3 n_head head_dim + 2 n_ff) floats.
+  int64_t max_rows = 512;
+};
+
+class Workspace {
+ public:
+  /// Throws snapkv::Error for n_threads < 0 or > 4096, or max_rows < 1 or > 2^20.
+  Workspace(const Engine& engine, const WorkspaceOptions& opt = {});
+  ~Workspace();
+  Workspace(const Workspace&) = delete;
+  Workspace& operator=(const Workspace&) = delete;
+
+  int n_threads() const;
+  int64_t max_rows() const;
+  /// Bytes of scratch held now (activations, attention blocks, matmul scratch).
+  size_t bytes() const;
+
+  struct Impl;  ///< internal (src/runtime/workspace_impl.h)
+  Impl& impl() { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace snapkv

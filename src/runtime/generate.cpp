@@ -1,0 +1,183 @@
+// snapkv runtime: generate() (see snapkv/generate.h).
+#include "snapkv/generate.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "snapkv/batch.h"
+#include "snapkv/engine.h"
+#include "snapkv/error.h"
+#include "snapkv/sequence.h"
+#include "snapkv/tokenizer.h"
+#include "snapkv/workspace.h"
+
+namespace snapkv {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+/// The generated text as it streams out: cut at the first stop string, holding back a tail
+/// that might still become one.
+class StopFilter {
+ public:
+  explicit StopFilter(const std::vector<std::string>& stop) : stop_(stop) {
+    for (const auto& s : stop_) max_len_ = std::max(max_len_, s.size());
+  }
+  /// Appends `piece`; returns the text that is now safe to emit. Sets stopped() on a match.
+  std::string push(std::string_view piece) {
+    const size_t before = text_.size();
+    text_ += piece;
+    if (!stop_.empty()) {
+      const size_t from = before >= max_len_ ? before - max_len_ + 1 : 0;
+      size_t cut = std::string::npos;
+      for (const auto& s : stop_) {
+        if (s.empty()) continue;
+        const size_t at = text_.find(s, from);
+        if (at != std::string::npos) cut = std::min(cut, at);
+      }
+      if (cut != std::string::npos) {
+        text_.resize(cut);
+        stopped_ = true;
+        return take(text_.size());
+      }
+    }
+    return take(text_.size() - held_tail());
+  }
+  /// Everything not yet emitted (at the end of generation).
+  std::string rest() { return take(text_.size()); }
+  bool stopped() const { return stopped_; }
+  const std::string& text() const { return text_; }
+
+ private:
+  // Longest suffix of the text that is a proper prefix of a stop string.
+  size_t held_tail() const {
+    size_t best = 0;
+    for (const auto& s : stop_)
+      for (size_t k = std::min(s.size() - (s.empty() ? 0 : 1), text_.size()); k > best; --k)
+        if (text_.compare(text_.size() - k, k, s, 0, k) == 0) {
+          best = k;
+          break;
+        }
+    return best;
+  }
+  std::string take(size_t end) {
+    end = std::max(end, emitted_);
+    std::string out = text_.substr(emitted_, end - emitted_);
+    emitted_ = end;
+    return out;
+  }
+  std::vector<std::string> stop_;
+  size_t max_len_ = 0;
+  std::string text_;
+  size_t emitted_ = 0;
+  bool stopped_ = false;
+};
+
+}  // namespace
+
+const char* stop_reason_name(StopReason r) {
+  switch (r) {
+    case StopReason::EOS:
+      return "eos";
+    case StopReason::NPredict:
+      return "n_predict";
+    case StopReason::ContextFull:
+      return "context_full";
+    case StopReason::StopString:
+      return "stop";
+    case StopReason::Cancelled:
+      return "cancelled";
+  }
+  return "unknown";
+}
+
+GenerateResult generate(const Engine& engine, Sequence& seq, std::span<const int32_t> context,
+                        std::span<const int32_t> question, const GenerateOptions& opt, Workspace& ws) {
+  if (opt.n_predict < 0) throw Error(fmt::format("-n must be >= 0, got {}", opt.n_predict));
+  if (context.empty()) throw Error("the prompt tokenized to zero tokens");
+  if (seq.n_past() != 0 || seq.prefilling()) throw Error("generate: the sequence must be empty (reset() it first)");
+  const int64_t n_prompt = static_cast<int64_t>(context.size() + question.size());
+  if (n_prompt > seq.n_ctx())
+    throw Error(fmt::format("prompt of {} tokens does not fit the context of {} tokens (-c)", n_prompt, seq.n_ctx()));
+  Sampler sampler(opt.sampling);  // checks the settings before any work
+  const Tokenizer& tok = engine.tokenizer();
+
+  GenerateResult res;
+  res.n_context_tokens = static_cast<int64_t>(context.size());
+  res.n_question_tokens = static_cast<int64_t>(question.size());
+
+  // Prefill: the context (compressed at the end of each full-attention layer), then the
+  // question, if any, appended to the compressed cache.
+  const auto t0 = Clock::now();
+  PrefillOptions po;
+  po.press = opt.press;
+  po.progress = opt.on_prefill_progress;
+  std::span<const float> logits = engine.prefill(seq, context, po, ws);
+  if (!question.empty()) {
+    PrefillOptions pq;
+    pq.progress = opt.on_prefill_progress;
+    logits = engine.prefill(seq, question, pq, ws);
+  }
+  res.prefill_ms = ms_since(t0);
+  res.prefill_tokens_per_s = res.prefill_ms > 0 ? static_cast<double>(n_prompt) * 1000.0 / res.prefill_ms : 0.0;
+
+  TokenStreamDecoder stream(tok);
+  StopFilter filter(opt.stop);
+  bool cancelled = false;
+  auto emit = [&](int32_t id, const std::string& piece) {
+    if (cancelled) return;
+    const std::string out = id >= 0 ? filter.push(piece) : filter.push(piece) + filter.rest();
+    if (opt.on_token && !opt.on_token(id, out)) cancelled = true;
+  };
+
+  Batch batch;
+  if (opt.n_predict > 0) {
+    int32_t t = sampler.sample(logits);
+    res.ttft_ms = ms_since(t0);
+    for (int64_t i = 0; i < opt.n_predict; ++i) {
+      if (!opt.ignore_eos && tok.is_eog(t)) {
+        res.stop_reason = StopReason::EOS;
+        break;
+      }
+      res.tokens.push_back(t);
+      emit(t, stream.push(t));
+      if (filter.stopped()) {
+        res.stop_reason = StopReason::StopString;
+        break;
+      }
+      if (cancelled) {
+        res.stop_reason = StopReason::Cancelled;
+        break;
+      }
+      if (i + 1 == opt.n_predict) break;
+      if (seq.n_past() >= seq.n_ctx()) {
+        res.stop_reason = StopReason::ContextFull;
+        break;
+      }
+      const auto td = Clock::now();
+      batch.clear();
+      batch.add(seq, t, true);
+      engine.step(batch, ws);
+      t = sampler.sample(batch.logits(0));
+      res.decode_ms += ms_since(td);
+      ++res.n_decode_steps;
+    }
+  }
+  if (!filter.stopped()) {
+    emit(-1, stream.flush());
+    if (filter.stopped()) res.stop_reason = StopReason::StopString;
+  } else if (opt.on_token && !cancelled) {
+    opt.on_token(-1, filter.rest());
+  }
+  res.text = filter.text();
+  res.decode_tokens_per_s = res.decode_ms > 0 ? static_cast<double>(res.n_decode_steps) * 1000.0 / res.decode_ms : 0.0;
+  return res;
+}
+
+}  // namespace snapkv

@@ -1,0 +1,72 @@
+// snapkv runtime: the state behind a Sequence, and its pending layer-major prefill.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "kv/kv_cache.h"
+#include "model/model.h"
+#include "runtime/press_plan.h"
+#include "snapkv/sequence.h"
+
+namespace snapkv {
+
+/// A prefill in progress: the prompt's residual stream advances one layer at a time (all its
+/// tokens through layer l, in chunks, before layer l + 1), so that each full-attention layer can
+/// be compressed as soon as it is done and the peak KV memory stays at one full layer plus the
+/// compressed ones (SnapKV, Li et al. 2024, Sec. 4).
+struct PrefillJob {
+  int64_t n = 0;                ///< prompt tokens
+  std::vector<float> h;         ///< [n x n_embd] residual stream after layers 0..layer-1
+  std::vector<int32_t> pos;     ///< [n] positions (n_past at begin + i)
+  int layer = 0;                ///< layer being run
+  int64_t done = 0;             ///< tokens of `layer` already run
+  PressPlan plan;               ///< the press and whether it compresses this prompt
+  int64_t window = 0;           ///< W window queries collected per full-attention layer (0: none)
+  std::vector<float> window_q;  ///< [n_head][W][head_dim] queries of positions n-W..n-1 of `layer`
+  std::vector<float> all_q;     ///< [n_head][n][head_dim] (presses that need every query)
+  int compress_index = 0;       ///< index of `layer` among the full-attention layers
+  int n_compress_layers = 0;
+  int retain_window = 0;
+  std::vector<float>* all_logits = nullptr;
+  std::function<void(int, int)> progress;
+  bool started = false;
+  std::chrono::steady_clock::time_point t_start;
+};
+
+struct Sequence::State {
+  std::shared_ptr<const Model> model;
+  SequenceOptions opt;
+  int64_t n_ctx = 0;
+  KVCache cache;
+  int64_t n_past = 0;
+  SequenceStats stats;
+  std::vector<KeptLayer> kept;
+  std::unique_ptr<PrefillJob> job;
+  std::vector<float> last_logits;  ///< [n_vocab] of the last finished prefill
+  bool compressed_once = false;    ///< a compressing prefill or compress() ran (one-shot)
+  /// Retained window queries per layer ([n_head][retained_w][head_dim], empty for SWA layers)
+  /// of the prompt of retained_n tokens, for Sequence::compress().
+  int retained_w = 0;
+  int64_t retained_n = 0;
+  std::vector<std::vector<float>> retained_q;
+  uint64_t step_mark = 0;  ///< id of the last step that saw this sequence (duplicate check)
+
+  State(std::shared_ptr<const Model> m, const SequenceOptions& o, int64_t ctx);
+
+  /// Updates kv_cache_bytes and its peak.
+  void sample_peak();
+  /// Recomputes every byte statistic and the kept-per-layer means.
+  void update_stats();
+  /// Compresses layer il (full attention, holding exactly the n_tokens prompt entries) with the
+  /// plan's press, given the window queries [n_head][W][hd] and (if needed) all queries.
+  void compress_layer(int il, const PressPlan& plan, int compress_index, int n_compress_layers, int64_t n_tokens,
+                      const float* window_q, const float* all_q, int n_threads);
+  /// Empties everything (a failed step leaves no half-updated sequence).
+  void clear();
+};
+
+}  // namespace snapkv

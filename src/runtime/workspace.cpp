@@ -1,0 +1,54 @@
+// snapkv runtime: Workspace (see snapkv/workspace.h).
+#include <fmt/format.h>
+
+#include "runtime/workspace_impl.h"
+#include "snapkv/engine.h"
+#include "snapkv/error.h"
+
+namespace snapkv {
+
+namespace {
+
+int64_t checked_rows(int64_t rows) {
+  if (rows < 1 || rows > (int64_t{1} << 20))
+    throw Error(fmt::format("workspace: max_rows {} must be in [1, 2^20]", rows));
+  return rows;
+}
+
+// TODO(decode-attn slice): the split-K decode kernel needs no key-count bound.
+int64_t decode_keys(const Model& m) { return std::max<int64_t>(m.config().n_ctx_train, int64_t{1} << 15); }
+
+}  // namespace
+
+Workspace::Impl::Impl(const Model& m, int n_threads, int64_t rows)
+    : model(&m),
+      max_rows(checked_rows(rows)),
+      tc(n_threads),
+      buf(m.config(), rows),
+      attn(m.attention_params(0), decode_keys(m), rows),
+      x(static_cast<size_t>(rows) * static_cast<size_t>(m.config().n_embd)),
+      pos(static_cast<size_t>(rows)),
+      logits_tmp(static_cast<size_t>(rows) * static_cast<size_t>(m.config().n_embd)) {}
+
+Workspace::Workspace(const Engine& engine, const WorkspaceOptions& opt) {
+  if (opt.n_threads < 0 || opt.n_threads > 4096)
+    throw Error(fmt::format("workspace: thread count {} must be in [0, 4096] (0: the engine's)", opt.n_threads));
+  impl_ = std::make_unique<Impl>(engine.model(), opt.n_threads == 0 ? engine.n_threads() : opt.n_threads, opt.max_rows);
+}
+
+Workspace::~Workspace() = default;
+
+int Workspace::n_threads() const { return impl_->tc.n_threads(); }
+int64_t Workspace::max_rows() const { return impl_->max_rows; }
+
+size_t Workspace::bytes() const {
+  const Impl& w = *impl_;
+  const ForwardBuffers& b = w.buf;
+  size_t s = sizeof(float) * (b.xn.size() + b.q.size() + b.k.size() + b.v.size() + b.attn.size() + b.ffn_a.size() +
+                              b.ffn_b.size() + w.x.size() + w.h_dec.size() + w.logits_tmp.size());
+  s += sizeof(int32_t) * (w.pos.size() + w.pos_dec.size());
+  s += w.tc.scratch_bytes() + w.attn.bytes();
+  return s;
+}
+
+}  // namespace snapkv
