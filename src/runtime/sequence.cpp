@@ -214,17 +214,17 @@ void Sequence::compress(const PressSpec& press, Workspace& ws) {
         st.n_past, st.retained_n));
   PressPlan plan = plan_press(press, st.n_past);
   if (press.name == "none") return;
+  if (plan.compress && plan.needs_all_queries)
+    throw Error(fmt::format("compress: press {} needs every prompt query; give it to the prefill instead", plan.spec));
+  if (plan.compress && plan.window > st.retained_w)
+    throw Error(fmt::format("compress: press window {} exceeds the {} retained queries (PrefillOptions::retain_window)",
+                            plan.window, st.retained_w));
   st.stats.press = plan.spec;
   st.stats.compressed = plan.compress;
   st.stats.budget = plan.compress ? plan.capacity : 0;
   st.stats.compression_note = plan.note;
   st.compressed_once = true;
   if (!plan.compress) return;
-  if (plan.needs_all_queries)
-    throw Error(fmt::format("compress: press {} needs every prompt query; give it to the prefill instead", plan.spec));
-  if (plan.window > st.retained_w)
-    throw Error(fmt::format("compress: press window {} exceeds the {} retained queries (PrefillOptions::retain_window)",
-                            plan.window, st.retained_w));
   const int W = plan.window, R = st.retained_w, hd = c.head_dim;
   std::vector<float> wq(static_cast<size_t>(c.n_head) * W * hd);
   int ci = 0, n_full = 0;

@@ -1,0 +1,98 @@
+// Shared fixtures of the runtime tests (Engine / Sequence / Batch / generate): engines over the
+// shared stories260K model and the cached Gemma 3 270M, prompts, greedy runs of one sequence
+// alone, and exact comparisons of two KV caches.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kv/kv_cache.h"
+#include "snapkv/snapkv.h"
+#include "test_util.h"
+
+namespace snapkv::rtest {
+
+/// stories260K (F32 weights: every matmul kernel is row-independent, so batched == alone bit for bit).
+inline std::shared_ptr<const Engine> stories(int threads = 2) {
+  EngineOptions o;
+  o.n_threads = threads;
+  return Engine::load((test::shared_dir() / "models" / "stories260K.gguf").string(), o);
+}
+
+/// Gemma 3 270M Q4_K_M from the model cache, or nullptr.
+inline std::shared_ptr<const Engine> gemma(int threads = 2) {
+  static std::shared_ptr<const Engine> e = [threads] {
+    EngineOptions o;
+    o.n_threads = threads;
+    const auto p = test::gemma_path();
+    return std::filesystem::exists(p) ? Engine::load(p.string(), o) : std::shared_ptr<const Engine>{};
+  }();
+  return e;
+}
+
+/// `n` ids uniform in [3, n_vocab), BOS (1) first.
+inline std::vector<int32_t> prompt(size_t n, int n_vocab, uint64_t seed, int32_t bos = 1) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int32_t> d(3, n_vocab - 1);
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = d(rng);
+  if (bos >= 0) t[0] = bos;
+  return t;
+}
+
+/// One sequence's greedy continuation: the logits of every step (prefill's last first).
+struct Trace {
+  std::vector<int32_t> tokens;
+  std::vector<std::vector<float>> logits;
+};
+
+/// Prefills `p` with `press` on a fresh sequence and decodes `steps` greedy tokens, alone.
+inline Trace run_alone(const Engine& e, const std::vector<int32_t>& p, const std::string& press, int steps,
+                       KVType kv = KVType::F32, int threads = 0) {
+  SequenceOptions so;
+  so.kv_type = kv;
+  so.n_ctx = 2048;
+  auto seq = e.new_sequence(so);
+  WorkspaceOptions wo;
+  wo.n_threads = threads;
+  Workspace ws(e, wo);
+  PrefillOptions po;
+  po.press = PressSpec::parse(press);
+  auto l = e.prefill(*seq, p, po, ws);
+  Trace t;
+  t.logits.emplace_back(l.begin(), l.end());
+  Batch b;
+  for (int i = 0; i < steps; ++i) {
+    t.tokens.push_back(argmax(t.logits.back()));
+    b.clear();
+    b.add(*seq, t.tokens.back());
+    e.step(b, ws);
+    auto d = b.logits(0);
+    t.logits.emplace_back(d.begin(), d.end());
+  }
+  return t;
+}
+
+/// Every (layer, KV head) of two caches holds the same positions and the same K/V bytes.
+inline void expect_same_cache(const KVCache& a, const KVCache& b, const std::string& what) {
+  ASSERT_EQ(a.n_layer(), b.n_layer()) << what;
+  for (int il = 0; il < a.n_layer(); ++il)
+    for (size_t h = 0; h < a.layer(il).heads.size(); ++h) {
+      const KVHeadCache& x = a.layer(il).heads[h];
+      const KVHeadCache& y = b.layer(il).heads[h];
+      ASSERT_EQ(x.size(), y.size()) << what << " layer " << il << " head " << h;
+      const size_t rb = static_cast<size_t>(x.head_dim()) * kv_type_size(x.type()) * static_cast<size_t>(x.size());
+      EXPECT_TRUE(std::equal(x.positions().begin(), x.positions().end(), y.positions().begin()))
+          << what << " layer " << il << " head " << h;
+      EXPECT_EQ(0, std::memcmp(x.k_data(), y.k_data(), rb)) << what << " K, layer " << il << " head " << h;
+      EXPECT_EQ(0, std::memcmp(x.v_data(), y.v_data(), rb)) << what << " V, layer " << il << " head " << h;
+    }
+}
+
+}  // namespace snapkv::rtest
