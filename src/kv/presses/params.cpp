@@ -37,7 +37,7 @@ ParamDef int_param(std::string key, int64_t def, int64_t lo, int64_t hi, std::st
   p.default_value = std::to_string(def);
   p.doc = std::move(doc);
   p.expect = hi == std::numeric_limits<int64_t>::max()
-                 ? fmt::format("{}an integer >= {}", odd ? "an odd " : "", lo)
+                 ? fmt::format("{} >= {}", odd ? "an odd integer" : "an integer", lo)
                  : fmt::format("{} in [{}, {}]", odd ? "an odd integer" : "an integer", lo, hi);
   p.canonical = [lo, hi, odd](std::string_view s) -> std::optional<std::string> {
     const auto v = parse_number<int64_t>(s);

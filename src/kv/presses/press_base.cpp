@@ -55,16 +55,11 @@ class ScorerPress final : public Press {
   bool needs_all_queries() const override { return scorer_->needs_all_queries(); }
 
   PressResult compress(const PressInput& in, int64_t capacity) const override {
-    const bool keeps_window = scorer_->keeps_window();
-    check_input(in, capacity, name(), keeps_window, scorer_->needs_all_queries());
+    check_input(in, capacity, name(), true, scorer_->needs_all_queries());
     const int64_t L = in.n_tokens;
     if (capacity >= L) return keep_all(in.n_head_kv, L);
-    const int64_t W = keeps_window ? in.window : 0, S = sinks();
-    if (W == 0 && capacity < S + 1) {
-      throw Error(
-          fmt::format("press {}, layer {}: capacity {} must be >= sinks + 1 = {}", name(), in.layer, capacity, S + 1));
-    }
-    if (W > 0 && capacity < W + S) {  // S = 0 was checked by check_input()
+    const int64_t W = in.window, S = sinks();
+    if (capacity < W + S) {  // S = 0 was checked by check_input()
       throw Error(fmt::format("press {}, layer {}: capacity {} must be >= window {} + sinks {} = {}", name(), in.layer,
                               capacity, W, S, W + S));
     }

@@ -2,8 +2,8 @@
 //
 // compress(in, C) of a scorer press (press_base.cpp):
 //   1. check_input(); C >= L: keep everything;
-//   2. protected positions: the S sinks 0..S-1 and the W window positions L-W..L-1 (W = in.window,
-//      0 for a scorer that does not keep_window()), kept with score +inf; C >= W + S is required;
+//   2. protected positions: the S sinks 0..S-1 and the W window positions L-W..L-1 (W =
+//      in.window), kept with score +inf; C >= W + S is required;
 //   3. scores = scorer.score(in, L - W): [n_head_kv][L - W];
 //   4. the allocator picks, per KV head, positions among the candidates S..L-W-1 for a free
 //      budget of k = C - W - S per head (uniform: exactly k per head; pyramid: k_i per head in

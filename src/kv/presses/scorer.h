@@ -24,16 +24,12 @@ class Scorer {
  public:
   virtual ~Scorer() = default;
   /// Scores of positions 0..n-1 per KV head, [in.n_head_kv][n]; a higher score is kept first
-  /// (ties: the earlier position; NaN ranks as -inf). n = L - in.window for a scorer that
-  /// keeps_window(), else n = L. Called only when L > C, after the input was validated; OpenMP
-  /// regions must use num_threads(in.n_threads).
+  /// (ties: the earlier position; NaN ranks as -inf). n = L - in.window: the window itself is
+  /// always kept. Called only when L > C, after the input was validated; OpenMP regions must use
+  /// num_threads(in.n_threads).
   virtual HeadScores score(const PressInput& in, int64_t n) const = 0;
   /// True if score() reads PressInput::all_q.
   virtual bool needs_all_queries() const { return false; }
-  /// True if the last in.window positions are protected (kept with score +inf) and the scorer
-  /// reads in.window_q. False only for a scorer whose scores keep the recent positions by
-  /// themselves (streamingllm), which then sees n = L and needs no window queries.
-  virtual bool keeps_window() const { return true; }
   /// False if the scores only encode a fixed order of positions (recency, streamingllm): the kept
   /// positions are then reported with score +inf, as kept unconditionally.
   virtual bool reports_scores() const { return true; }

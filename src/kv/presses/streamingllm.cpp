@@ -1,10 +1,9 @@
 // snapkv press `streamingllm`: Xiao et al., "Efficient Streaming Language Models with Attention
 // Sinks", ICLR 2024, arXiv 2309.17453, Sec. 3.2, applied once to the prompt: keep the S first
 // positions (attention sinks, key sinks, default 4) and the C - S most recent ones, all reported
-// with score +inf (kept unconditionally). The scorer ranks positions by recency (score j for
-// position j, exact for L <= 2^24); it protects no window of its own, the recent positions win by
-// their score (so the window survives whenever C >= W + S, which the spec checks ask). Needs
-// C >= S + 1 (at least one recent token).
+// with score +inf (kept unconditionally). As a scorer: position j scores j (recency; exact for
+// L <= 2^24), so the shared base keeps the sinks, the window and the C - W - S most recent
+// prefix positions, i.e. the C - S most recent positions. Needs C >= W + S.
 #include "kv/presses/scorer.h"
 
 namespace snapkv::press_detail {
@@ -12,7 +11,6 @@ namespace {
 
 class RecencyScorer final : public Scorer {
  public:
-  bool keeps_window() const override { return false; }
   bool reports_scores() const override { return false; }
   HeadScores score(const PressInput& in, int64_t n) const override {
     std::vector<float> s(static_cast<size_t>(n));
