@@ -204,9 +204,9 @@ std::vector<std::vector<int32_t>> prefix_picks(const PressResult& r, int64_t S, 
   return out;
 }
 
-// alloc=ada wraps any scorer: knorm (-||k||) and tova (last query's attention) allocated across
-// the KV heads exactly like the double-precision reference.
-TEST(PressRegistry, AdaOverKNormAndTOVAEqualsTheReference) {
+// alloc=ada wraps any scorer: knorm (-||k||), tova (last query's attention) and SnapKV's pooled
+// scores (adakv) allocated across the KV heads exactly like the double-precision reference.
+TEST(PressRegistry, AdaOverKNormTOVAAndSnapKVEqualsTheReference) {
   const int W = 8;
   const int64_t L = 240, C = 48;
   int checked = 0;
@@ -222,11 +222,16 @@ TEST(PressRegistry, AdaOverKNormAndTOVAEqualsTheReference) {
           knorm[kv][j] = -std::sqrt(ss);
         }
       const DScores tova = ref_gqa(ref_window_scores(l, W - 1), 3, GQAAgg::Max);
+      // SnapKV's pooled scores (avg pooling: max pooling repeats values, i.e. exact ties at the cuts).
+      DScores snap = ref_gqa(ref_window_scores(l, 0), 3, GQAAgg::Mean);
+      for (auto& v : snap) v = ref_pool(v, 7, PoolType::Avg);
       for (const auto& [name, ref_scores, alpha] :
-           {std::tuple{std::string("knorm"), knorm, 0.2}, std::tuple{std::string("tova"), tova, 0.5}}) {
+           {std::tuple{std::string("knorm"), knorm, 0.2}, std::tuple{std::string("tova"), tova, 0.5},
+            std::tuple{std::string("adakv"), snap, 0.2}}) {
         PressSpec s = spec_of(name, C, W, S, "ada");
         s.set("alpha", fmt::format("{}", alpha));
         if (name == "tova") s.set("gqa_agg", "max");
+        if (name == "adakv") s.set("pool", "avg");
         double margin = 0;
         const auto expect = ref_ada(ref_scores, S, C - W - S, alpha, &margin);
         if (margin < 1e-4) continue;  // a near tie at a cut: float and double may differ legitimately
@@ -240,12 +245,13 @@ TEST(PressRegistry, AdaOverKNormAndTOVAEqualsTheReference) {
       }
     }
   }
-  EXPECT_GE(checked, 8) << "too many near ties: the test data no longer exercises the comparison";
+  RecordProperty("compared", checked);  // of 18 (press, seed, sinks) cases
+  EXPECT_GE(checked, 12) << "too many near ties: the test data no longer exercises the comparison";
 }
 
-// alloc=pyramid over tova, and sinks with snapkv: per-layer top-k of the reference scores over
-// the candidates S..L-W-1.
-TEST(PressRegistry, PyramidOverTOVAAndSnapKVSinksMatchTheReference) {
+// alloc=pyramid over tova, pyramidkv and snapkv, with and without sinks: per-layer top-k of the
+// double-precision reference scores over the candidates S..L-W-1.
+TEST(PressRegistry, PyramidOverTOVAAndSnapKVFamilyMatchTheReference) {
   const int W = 10, n_layers = 4;
   const int64_t L = 300, C = 60;
   const Layer l = Layer::random(L, 4, 2, 32, W, true, 31, 2.0f);
@@ -265,15 +271,22 @@ TEST(PressRegistry, PyramidOverTOVAAndSnapKVSinksMatchTheReference) {
                                  fmt::format("tova pyramid S={} layer {} kv {}", S, ci, kv));
       }
     }
-    const PressResult r = make_press(spec_of("snapkv", C, W, S, "uniform"))->compress(l.input(), C);
-    expect_well_formed(r, 2, L, protected_positions(L, W, S), "snapkv sinks");
-    const auto picks = prefix_picks(r, S, W);
-    for (int kv = 0; kv < 2; ++kv) {
-      const std::vector<double> pooled = ref_pool(snap_q[kv], 7, PoolType::Max);
-      const std::vector<double> cand(pooled.begin() + S, pooled.end());
-      std::vector<int32_t> shifted;
-      for (int32_t p : picks[kv]) shifted.push_back(p - static_cast<int32_t>(S));
-      expect_selection_matches(shifted, cand, C - W - S, 1e-5, fmt::format("snapkv S={} kv {}", S, kv));
+    // snapkv (uniform) and pyramidkv over SnapKV's pooled scores.
+    for (int ci = 0; ci < n_layers; ++ci) {
+      for (const std::string name : {"snapkv", "pyramidkv"}) {
+        PressSpec s = spec_of(name, C, W, S, name == "snapkv" ? "uniform" : "pyramid");
+        const PressResult r = make_press(s)->compress(l.input(ci, n_layers, ci), C);
+        expect_well_formed(r, 2, L, protected_positions(L, W, S), s.to_string());
+        const auto picks = prefix_picks(r, S, W);
+        const int64_t k = name == "snapkv" ? C - W - S : budgets[static_cast<size_t>(ci)];
+        for (int kv = 0; kv < 2; ++kv) {
+          const std::vector<double> pooled = ref_pool(snap_q[kv], 7, PoolType::Max);
+          const std::vector<double> cand(pooled.begin() + S, pooled.end());
+          std::vector<int32_t> shifted;
+          for (int32_t p : picks[kv]) shifted.push_back(p - static_cast<int32_t>(S));
+          expect_selection_matches(shifted, cand, k, 1e-5, fmt::format("{} S={} layer {} kv {}", name, S, ci, kv));
+        }
+      }
     }
   }
 }

@@ -118,7 +118,7 @@ Resolved resolve(const PressSpec& spec) {
   const auto value = [&](const ParamDef& p) { return find_given(p.key).value_or(p.default_value); };
   const auto common_int = [&](std::string_view key) {
     for (const ParamDef& p : common)
-      if (p.key == key) return std::stoll(value(p));
+      if (p.key == key) return parse_int(value(p)).value();  // canonical: always an integer
     throw Error(fmt::format("press {}: internal error: no common key '{}'", def.name, key));
   };
   PressSettings& s = r.settings;
@@ -126,7 +126,7 @@ Resolved resolve(const PressSpec& spec) {
   s.window = static_cast<int>(common_int("window"));
   s.sinks = common_int("sinks");
   if (ratio) {
-    s.ratio = std::stod(*ratio);
+    s.ratio = parse_real(*ratio).value();
     r.canonical.set("ratio", *ratio);
   } else {
     s.budget = common_int("budget");

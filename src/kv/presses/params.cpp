@@ -31,6 +31,10 @@ std::string join(const std::vector<std::string>& v, std::string_view sep) {
 
 }  // namespace
 
+std::optional<int64_t> parse_int(std::string_view s) { return parse_number<int64_t>(s); }
+std::optional<uint64_t> parse_u64(std::string_view s) { return parse_number<uint64_t>(s); }
+std::optional<double> parse_real(std::string_view s) { return parse_number<double>(s); }
+
 ParamDef int_param(std::string key, int64_t def, int64_t lo, int64_t hi, std::string doc, bool odd) {
   ParamDef p;
   p.key = std::move(key);

@@ -19,6 +19,12 @@ namespace snapkv::press_detail {
 /// counts stay far inside int32.
 constexpr int64_t kMaxSpan = int64_t{1} << 24;
 
+/// Reads the whole of `s` as a decimal integer / a number (std::from_chars: locale-independent,
+/// no '+', no spaces); nullopt when malformed or out of the type's range.
+std::optional<int64_t> parse_int(std::string_view s);
+std::optional<uint64_t> parse_u64(std::string_view s);
+std::optional<double> parse_real(std::string_view s);
+
 /// One key of a press.
 struct ParamDef {
   std::string key;
