@@ -1,5 +1,13 @@
-// snapkv: a press (KV-cache compression policy) and its parameters as text.
-// (Placeholder of the engine slice; the presses slice replaces it.)
+// snapkv: press specs — a KV-cache compression policy ("press") and its settings as one string.
+//
+// Syntax: `name` or `name:key=value,key=value,...`, e.g.
+//   snapkv:budget=1024,window=32,kernel=7,pool=max
+//   adakv:ratio=0.5,alpha=0.2
+//   knorm:budget=512,alloc=ada
+// The server and the evaluation harness pass these per request; the CLI builds one from its flags.
+// press_names() lists the presses, press_params() the keys of one press with their defaults and
+// meaning, validate_press_spec() checks a whole spec without a prompt (docs/presses.md has the
+// table of every press's keys).
 #pragma once
 
 #include <optional>
@@ -10,22 +18,54 @@
 
 namespace snapkv {
 
-/// "name" or "name:key=value,key=value", e.g. "snapkv:budget=1024,window=32,kernel=7,pool=max".
+/// A press name and its settings, in the order given. Only the syntax is checked by parse();
+/// validate_press_spec() (and the engine, when it builds the press) checks names, keys and values.
 struct PressSpec {
   std::string name = "none";
-  std::vector<std::pair<std::string, std::string>> params;  ///< in the order given
+  std::vector<std::pair<std::string, std::string>> params;  ///< (key, value), keys unique
 
-  /// Parses the text form. Throws snapkv::Error naming the offending text.
+  /// Parses `name` or `name:key=value,...`. Names and keys are non-empty runs of letters,
+  /// digits, '_' and '-'; a value is a non-empty run of any characters but ',', '=' and
+  /// whitespace. Throws snapkv::Error naming the 1-based position and the offending text for an
+  /// empty spec or name, a ':' with no settings after it, an empty item (",,", trailing ','), a
+  /// missing '=', an empty key or value, a character outside these sets, or a key given twice.
   static PressSpec parse(std::string_view text);
-  /// The text form (parse(to_string()) == *this).
+
+  /// The spec as parse() reads it: `name`, or `name:k=v,...` in params order.
+  /// parse(s.to_string()) == s for every spec whose name, keys and values follow the syntax.
   std::string to_string() const;
-  /// Replaces the value of `key`, or appends it.
+
+  /// Sets `key` to `value`: replaces the value in place when the key is present, else appends.
   void set(std::string key, std::string value);
-  /// The value of `key`, if given.
+
+  /// The value of `key`, or nullopt when absent.
   std::optional<std::string> get(std::string_view key) const;
+
+  friend bool operator==(const PressSpec&, const PressSpec&) = default;
 };
 
-/// The press names, in help order.
+/// The press names, in help order ("none" first).
 std::vector<std::string> press_names();
+
+/// One key a press accepts: its default (as text; empty when there is none, e.g. `ratio`) and
+/// a one-line description (units, range, source).
+struct PressParamInfo {
+  std::string key, default_value, doc;
+};
+
+/// The keys press `name` accepts, common ones first (budget, ratio, window, sinks, alloc and the
+/// allocator's beta / alpha), then the scorer's own. `none` accepts none. Throws snapkv::Error for
+/// an unknown press, listing the valid names.
+std::vector<PressParamInfo> press_params(std::string_view name);
+
+/// Checks a spec completely without a prompt; throws snapkv::Error (one line) for the first
+/// problem: unknown press (listing the valid ones); `none` with any key; a key the press does not
+/// have (naming the key, the press and its valid keys) or given twice; a malformed or
+/// out-of-range value (window in [1, 2^24]; kernel odd in [1, 2^24]; sinks in [0, 2^24]; budget
+/// an integer >= 1; ratio in [0, 1); pool max|avg; gqa_agg mean|max|sum; alloc
+/// uniform|pyramid|ada; beta finite >= 1; alpha in [0, 1]; seed an unsigned 64-bit integer);
+/// both budget and ratio; budget < window + sinks; beta without alloc=pyramid or alpha without
+/// alloc=ada. A compressing press given neither budget nor ratio uses budget=1024.
+void validate_press_spec(const PressSpec& spec);
 
 }  // namespace snapkv

@@ -28,9 +28,4 @@ PressPlan plan_press(const PressSpec& spec, int64_t n_tokens);
 /// Throws snapkv::Error for a bad spec (without a prompt).
 void validate_press(const PressSpec& spec);
 
-/// The spec of flat settings (CLI flags): the name, budget or ratio, and the keys the press
-/// reads (window; kernel/pool/gqa_agg for the pooled scorers; gqa_agg for tova/h2o; sinks for
-/// streamingllm; seed for random). "none" gives "none".
-PressSpec to_spec(const PressConfig& c);
-
 }  // namespace snapkv

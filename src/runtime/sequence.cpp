@@ -76,7 +76,7 @@ void Sequence::State::compress_layer(int il, const PressPlan& plan, int compress
   in.window = plan.window;
   in.window_q = window_q;
   in.all_q = all_q;
-  (void)n_threads;  // TODO(presses slice): in.n_threads
+  in.n_threads = n_threads;
   for (const auto& hc : L.heads) {
     if (hc.size() != n_tokens)
       throw Error(

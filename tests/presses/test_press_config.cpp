@@ -164,9 +164,12 @@ TEST(PressConfig, CompressChecksItsInput) {
     expect_error([&] { make_press(cfg("h2o", 32))->compress(in, 32); }, {"press h2o", "all_q"});
   }
   {
+    // Every press protects window and sinks: a capacity below W + S (which make_press() and
+    // press_capacity() never produce) is an error, also for streamingllm.
     PressConfig c = cfg("streamingllm", 36);
     c.sinks = 4;
-    expect_error([&] { make_press(c)->compress(l.input(), 4); }, {"capacity 4", "sinks + 1 = 5"});
+    expect_error([&] { make_press(c)->compress(l.input(), 4); }, {"press streamingllm", "capacity = 4", "window = 8"});
+    expect_error([&] { make_press(c)->compress(l.input(), 11); }, {"capacity 11", "window 8 + sinks 4 = 12"});
   }
 }
 

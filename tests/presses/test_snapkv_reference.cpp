@@ -77,7 +77,7 @@ TEST(SnapKVReference, PooledScoresAndSelectionMatchDoubleReference) {
     cfg.pool = c.pool;
     cfg.gqa_agg = c.agg;
     const PressInput in = l.input();
-    const auto pooled = press_detail::snapkv_scores(in, cfg);
+    const auto pooled = press_detail::snapkv_scores(in, c.K, c.pool, c.agg);
     const DScores ref_q = ref_window_scores(l, 0);
     const DScores ref_kv = ref_gqa(ref_q, c.n_head_kv, c.agg);
     const auto press = make_press(cfg);

@@ -34,7 +34,7 @@ class TestSession {
     EngineOptions eo;
     eo.n_threads = opt_.threads;
     engine_ = Engine::from_model(std::move(model), eo);
-    if (opt_.press.name != "none") validate_press(to_spec(opt_.press));
+    if (opt_.press.name != "none") make_press(opt_.press);  // flag-named errors, as the CLI
     SequenceOptions so;
     so.n_ctx = opt_.n_ctx;
     so.kv_type = opt_.kv_type;
@@ -50,7 +50,10 @@ class TestSession {
                                  std::vector<float>* all_logits = nullptr,
                                  const std::function<void(int, int)>& progress = {}) {
     PrefillOptions po;
-    if (compress) po.press = to_spec(opt_.press);
+    if (compress && opt_.press.name != "none") {
+      press_capacity(opt_.press, static_cast<int64_t>(tokens.size()));  // flag-named errors, as the CLI
+      po.press = to_spec(opt_.press);
+    }
     po.all_logits = all_logits;
     po.progress = progress;
     return engine_->prefill(*seq_, tokens, po, *ws_);

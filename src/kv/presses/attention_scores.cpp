@@ -98,7 +98,7 @@ inline float exp_sum_chunk(const float* acc, float mx, float* e) {
 /// One row block: rows [r0, r1) (positions first_pos + r) of each of the nh query heads q[hh]
 /// (all attending to the same keys), summed into out[hh].
 void row_block(const float* const* q, int nh, int64_t r0, int64_t r1, int64_t first_pos, const RowsView& keys,
-               float scale, float* const* out, int64_t n_out) {
+               float scale, float* const* out, int64_t n_out, int n_threads) {
   const int d = keys.head_dim;
   const int64_t nr = r1 - r0;
   const int64_t nb = nh * nr;  // rows of the block, b = hh * nr + r
@@ -121,7 +121,7 @@ void row_block(const float* const* q, int nh, int64_t r0, int64_t r1, int64_t fi
 
   // Threads only pay off for real work (small calls would mostly wait at barriers).
   const bool par = nc > 1 && nb * nk * d >= kMinParallelWork;
-#pragma omp parallel if (par)
+#pragma omp parallel if (par) num_threads(n_threads)
   {
     std::vector<float> kt(static_cast<size_t>(kChunk * d)), tmp(static_cast<size_t>(kChunk * d));
     alignas(64) float acc[kRowTile][kChunk];
@@ -171,7 +171,8 @@ void row_block(const float* const* q, int nh, int64_t r0, int64_t r1, int64_t fi
 
   const int64_t n_out_blk = std::min(n_out, nk);  // later columns: no row of this block sees them
   const int64_t nco = (n_out_blk + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(dynamic, 4) if (nco > 1 && nb * n_out_blk * 16 >= kMinParallelWork)
+#pragma omp parallel for schedule(dynamic, 4) if (nco > 1 && nb * n_out_blk * 16 >= kMinParallelWork) \
+    num_threads(n_threads)
   for (int64_t c = 0; c < nco; ++c) {
     const int64_t j0 = c * kChunk;
     const int64_t cnt = std::min(kChunk, n_out_blk - j0);
@@ -193,17 +194,17 @@ void row_block(const float* const* q, int nh, int64_t r0, int64_t r1, int64_t fi
 
 void attention_column_sums_heads(const float* const* q, int n_heads, int64_t n_rows, int64_t first_pos,
                                  const RowsView& keys, float scale, float* const* out, int64_t n_out,
-                                 int64_t max_tile_floats) {
+                                 int64_t max_tile_floats, int n_threads) {
   const int64_t nk = first_pos + n_rows;
   const int64_t cap = max_tile_floats > 0 ? max_tile_floats : kMaxTileFloats;
   const int64_t block = std::max<int64_t>(1, cap / (n_heads * (nk + kChunk)));
   for (int64_t r0 = 0; r0 < n_rows; r0 += block)
-    row_block(q, n_heads, r0, std::min(n_rows, r0 + block), first_pos, keys, scale, out, n_out);
+    row_block(q, n_heads, r0, std::min(n_rows, r0 + block), first_pos, keys, scale, out, n_out, n_threads);
 }
 
 void attention_column_sums(const float* q, int64_t n_rows, int64_t first_pos, const RowsView& keys, float scale,
-                           float* out, int64_t n_out, int64_t max_tile_floats) {
-  attention_column_sums_heads(&q, 1, n_rows, first_pos, keys, scale, &out, n_out, max_tile_floats);
+                           float* out, int64_t n_out, int64_t max_tile_floats, int n_threads) {
+  attention_column_sums_heads(&q, 1, n_rows, first_pos, keys, scale, &out, n_out, max_tile_floats, n_threads);
 }
 
 HeadScores window_attention_scores(const PressInput& in, int first_row) {
@@ -222,7 +223,7 @@ HeadScores window_attention_scores(const PressInput& in, int first_row) {
       o[g] = out[static_cast<size_t>(h)].data();
     }
     attention_column_sums_heads(q.data(), group, W - first_row, L - W + first_row, in.keys[static_cast<size_t>(kv)],
-                                in.attn_scale, o.data(), L - W);
+                                in.attn_scale, o.data(), L - W, 0, in.n_threads);
   }
   return out;
 }

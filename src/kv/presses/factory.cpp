@@ -1,120 +1,176 @@
-// snapkv: make_press(), press_capacity(), press_names() (declared in kv/presses/press.h) and the
-// validation of the press settings (CLI flags --press, --budget, --compression-ratio, --window,
-// --kernel, --sinks; PressConfig::pyramid_beta / adakv_alpha).
+// snapkv presses: the registry, spec validation and make_press(PressSpec) (declared in
+// snapkv/press_spec.h and kv/presses/press.h). A spec is resolved into its canonical form (every
+// key of the press with its value) once; the press is built from that form only.
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <utility>
 
-#include "kv/presses/press.h"
-#include "kv/presses/presses.h"
+#include "kv/presses/press_base.h"
+#include "kv/presses/scorer.h"
 #include "snapkv/error.h"
 
 namespace snapkv {
+namespace press_detail {
 namespace {
 
-using Maker = std::unique_ptr<Press> (*)(const PressConfig&);
-
-/// Press names in help order with their constructors.
-const std::vector<std::pair<std::string, Maker>>& registry() {
-  static const std::vector<std::pair<std::string, Maker>> r{
-      {"none", press_detail::make_none_press},
-      {"snapkv", press_detail::make_snapkv_press},
-      {"pyramidkv", press_detail::make_pyramidkv_press},
-      {"adakv", press_detail::make_adakv_press},
-      {"streamingllm", press_detail::make_streamingllm_press},
-      {"h2o", press_detail::make_h2o_press},
-      {"tova", press_detail::make_tova_press},
-      {"knorm", press_detail::make_knorm_press},
-      {"random", press_detail::make_random_press},
-  };
+/// Every press of SNAPKV_PRESS_REGISTRY, in help order.
+const std::vector<const PressDef*>& registry() {
+#define SNAPKV_PRESS_ENTRY(name) &name##_press(),
+  static const std::vector<const PressDef*> r = {SNAPKV_PRESS_REGISTRY(SNAPKV_PRESS_ENTRY)};
+#undef SNAPKV_PRESS_ENTRY
   return r;
 }
 
-Maker find_maker(const std::string& name) {
-  for (const auto& [n, m] : registry())
-    if (n == name) return m;
-  std::string valid;
-  for (const auto& [n, m] : registry()) valid += (valid.empty() ? "" : ", ") + n;
-  throw Error(fmt::format("--press: unknown press '{}' (valid: {})", name, valid));
+std::string join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
+  return out;
 }
 
-/// The documented default of compression_ratio meaning "not set".
-constexpr double kRatioUnset = -1.0;
+const PressDef& find_def(std::string_view name) {
+  for (const PressDef* d : registry())
+    if (d->name == name) return *d;
+  throw Error(fmt::format("unknown press '{}' (valid: {})", name, join(press_names())));
+}
 
-bool budget_set(const PressConfig& c) { return c.budget != 0; }
-bool ratio_set(const PressConfig& c) { return c.compression_ratio != kRatioUnset; }
+/// The keys every compressing press has, with this press's defaults of sinks and alloc.
+std::vector<ParamDef> common_params(const PressDef& d) {
+  const double inf = std::numeric_limits<double>::infinity();
+  return {
+      int_param("budget", 1024, 1, std::numeric_limits<int64_t>::max(),
+                "C: tokens kept per KV head, window and sinks included (SnapKV's convention); used when ratio is not "
+                "set"),
+      real_param("ratio", std::nan(""), 0.0, 1.0, true,
+                 "fraction of the prompt positions removed (kvpress's convention): C = L - floor(L * ratio); "
+                 "excludes budget"),
+      int_param("window", 32, 1, kMaxSpan,
+                "W: observation window (its queries score the prompt); the last W positions are always kept"),
+      int_param("sinks", d.sinks, 0, kMaxSpan, "S: the first S positions (attention sinks) are always kept"),
+      choice_param("alloc", d.alloc, {"uniform", "pyramid", "ada"},
+                   "budget allocator: uniform (C per KV head), pyramid (PyramidKV: per layer, decreasing with "
+                   "depth), ada (AdaKV: shared by the KV heads of a layer)"),
+      real_param("beta", 20, 1.0, inf, false,
+                 "alloc=pyramid only: the last compressed layer keeps (C-W-S)/beta free tokens per head, the first "
+                 "2(C-W-S) minus that (Cai et al. 2024, arXiv 2406.02069)"),
+      real_param("alpha", 0.2, 0.0, 1.0, false,
+                 "alloc=ada only: safeguard fraction, each head first keeps its own floor(alpha (C-W-S)) best "
+                 "(Feng et al. 2024, arXiv 2407.11550)"),
+  };
+}
 
-/// Largest --window, --kernel and --sinks accepted (the CLI's cap too): sums of them and of
-/// token counts stay far inside int.
-constexpr int64_t kMaxSpan = int64_t{1} << 24;
+/// A spec checked and completed: the press, its canonical spec and its common settings.
+struct Resolved {
+  const PressDef* def = nullptr;
+  PressSpec canonical;
+  PressSettings settings;
+};
 
-/// Tokens a press must be able to keep: the window, plus the sinks for streamingllm.
-int64_t min_keep(const PressConfig& c) { return int64_t{c.window} + (c.name == "streamingllm" ? int64_t{c.sinks} : 0); }
-
-/// Throws snapkv::Error for the first invalid setting (see make_press()).
-void validate(const PressConfig& c) {
-  find_maker(c.name);
-  if (c.window < 1 || c.window > kMaxSpan)
-    throw Error(fmt::format("--window must be in [1, {}], got {}", kMaxSpan, c.window));
-  if (c.kernel < 1 || c.kernel > kMaxSpan || c.kernel % 2 == 0)
-    throw Error(fmt::format("--kernel must be odd and in [1, {}], got {}", kMaxSpan, c.kernel));
-  if (c.name == "none") return;  // keeps everything: budget and ratio are ignored
-  if (budget_set(c) == ratio_set(c))
-    throw Error(fmt::format("press {}: set exactly one of --budget and --compression-ratio (got {})", c.name,
-                            budget_set(c) ? "both" : "neither"));
-  if (ratio_set(c) && !(c.compression_ratio >= 0.0 && c.compression_ratio < 1.0))
-    throw Error(fmt::format("--compression-ratio must be in [0, 1), got {}", c.compression_ratio));
-  if (c.name == "streamingllm" && (c.sinks < 0 || c.sinks > kMaxSpan))
-    throw Error(fmt::format("--sinks must be in [0, {}], got {}", kMaxSpan, c.sinks));
-  if (budget_set(c) && c.budget < min_keep(c)) {
-    if (c.name == "streamingllm")
-      throw Error(fmt::format("--budget {} is smaller than --window {} + --sinks {} (press streamingllm)", c.budget,
-                              c.window, c.sinks));
-    throw Error(fmt::format("--budget {} is smaller than --window {} (the window is always kept)", c.budget, c.window));
+Resolved resolve(const PressSpec& spec) {
+  const PressDef& def = find_def(spec.name);
+  Resolved r;
+  r.def = &def;
+  r.canonical.name = def.name;
+  if (!def.make) {
+    if (!spec.params.empty())
+      throw Error(
+          fmt::format("press {} takes no settings (got {}={})", def.name, spec.params[0].first, spec.params[0].second));
+    return r;
   }
-  if (c.name == "pyramidkv" && !(c.pyramid_beta >= 1.0 && std::isfinite(c.pyramid_beta)))
-    throw Error(fmt::format("pyramid_beta must be a finite number >= 1, got {}", c.pyramid_beta));
-  if (c.name == "adakv" && !(c.adakv_alpha >= 0.0 && c.adakv_alpha <= 1.0))
-    throw Error(fmt::format("adakv_alpha must be in [0, 1], got {}", c.adakv_alpha));
+  const std::vector<ParamDef> common = common_params(def);
+  std::vector<const ParamDef*> keys;
+  for (const auto& p : common) keys.push_back(&p);
+  for (const auto& p : def.params) keys.push_back(&p);
+
+  // Every given key: known to this press, once, with a valid value (canonical text kept).
+  std::vector<std::pair<std::string, std::string>> given;
+  const auto find_given = [&](std::string_view key) -> std::optional<std::string> {
+    for (const auto& [k, v] : given)
+      if (k == key) return v;
+    return std::nullopt;
+  };
+  for (const auto& [k, v] : spec.params) {
+    const ParamDef* p = nullptr;
+    for (const ParamDef* q : keys)
+      if (q->key == k) p = q;
+    if (p == nullptr) {
+      std::vector<std::string> valid;
+      for (const ParamDef* q : keys) valid.push_back(q->key);
+      throw Error(fmt::format("press {}: unknown key '{}' (valid keys: {})", def.name, k, join(valid)));
+    }
+    if (find_given(k)) throw Error(fmt::format("press {}: key '{}' given twice", def.name, k));
+    const auto c = p->canonical(v);
+    if (!c) throw Error(fmt::format("press {}: invalid value {}={} (expected {})", def.name, k, v, p->expect));
+    given.emplace_back(k, *c);
+  }
+
+  // Cross-key rules.
+  const std::string alloc = find_given("alloc").value_or(def.alloc);
+  if (find_given("beta") && alloc != "pyramid")
+    throw Error(fmt::format("press {}: beta applies only to alloc=pyramid (alloc is {})", def.name, alloc));
+  if (find_given("alpha") && alloc != "ada")
+    throw Error(fmt::format("press {}: alpha applies only to alloc=ada (alloc is {})", def.name, alloc));
+  const auto budget = find_given("budget"), ratio = find_given("ratio");
+  if (budget && ratio)
+    throw Error(
+        fmt::format("press {}: set budget or ratio, not both (got budget={}, ratio={})", def.name, *budget, *ratio));
+  const auto value = [&](const ParamDef& p) { return find_given(p.key).value_or(p.default_value); };
+  const auto common_int = [&](std::string_view key) {
+    for (const ParamDef& p : common)
+      if (p.key == key) return parse_int(value(p)).value();  // canonical: always an integer
+    throw Error(fmt::format("press {}: internal error: no common key '{}'", def.name, key));
+  };
+  PressSettings& s = r.settings;
+  s.compresses = true;
+  s.window = static_cast<int>(common_int("window"));
+  s.sinks = common_int("sinks");
+  if (ratio) {
+    s.ratio = parse_real(*ratio).value();
+    r.canonical.set("ratio", *ratio);
+  } else {
+    s.budget = common_int("budget");
+    if (s.budget < s.window + s.sinks)
+      throw Error(fmt::format("press {}: budget={}{} is smaller than window={} + sinks={} (always kept)", def.name,
+                              s.budget, budget ? "" : " (the default)", s.window, s.sinks));
+    r.canonical.set("budget", std::to_string(s.budget));
+  }
+  for (const ParamDef& p : common) {
+    if (p.key == "budget" || p.key == "ratio") continue;  // set above, first
+    if ((p.key == "beta" && alloc != "pyramid") || (p.key == "alpha" && alloc != "ada")) continue;
+    r.canonical.set(p.key, value(p));
+  }
+  for (const ParamDef& p : def.params) r.canonical.set(p.key, value(p));
+  return r;
 }
 
 }  // namespace
-
-std::unique_ptr<Press> make_press(const PressConfig& cfg) {
-  validate(cfg);
-  return find_maker(cfg.name)(cfg);
-}
-
-int64_t press_capacity(const PressConfig& cfg, int64_t n_tokens) {
-  validate(cfg);
-  if (n_tokens < 0) throw Error(fmt::format("press_capacity: n_tokens = {} must be >= 0", n_tokens));
-  if (cfg.name == "none") return n_tokens;
-  int64_t cap = cfg.budget;
-  if (!budget_set(cfg)) {
-    // kvpress convention: remove floor(L * ratio) positions. A ratio that would leave fewer
-    // than the window (+ sinks) is an error, exactly like a --budget below the window: the
-    // window is never silently evicted nor the ratio silently weakened.
-    cap = n_tokens - static_cast<int64_t>(std::floor(static_cast<double>(n_tokens) * cfg.compression_ratio));
-    if (n_tokens > cap && cap < min_keep(cfg)) {
-      throw Error(fmt::format(
-          "press {}: --compression-ratio {} leaves {} of {} prompt tokens per KV head, fewer than the --window {}{} "
-          "that is always kept (use a smaller ratio or window)",
-          cfg.name, cfg.compression_ratio, cap, n_tokens, cfg.window,
-          cfg.name == "streamingllm" ? fmt::format(" + --sinks {}", cfg.sinks) : std::string()));
-    }
-  }
-  if (n_tokens > cap && cfg.window >= n_tokens)
-    throw Error(fmt::format("press {}: --window {} must be smaller than the prompt ({} tokens) to compress it to {}",
-                            cfg.name, cfg.window, n_tokens, cap));
-  return cap;
-}
+}  // namespace press_detail
 
 std::vector<std::string> press_names() {
   std::vector<std::string> out;
-  for (const auto& [n, m] : registry()) out.push_back(n);
+  for (const press_detail::PressDef* d : press_detail::registry()) out.push_back(d->name);
   return out;
+}
+
+std::vector<PressParamInfo> press_params(std::string_view name) {
+  const press_detail::PressDef& def = press_detail::find_def(name);
+  std::vector<PressParamInfo> out;
+  if (!def.make) return out;
+  for (const auto& p : press_detail::common_params(def)) out.push_back({p.key, p.default_value, p.doc});
+  for (const auto& p : def.params) out.push_back({p.key, p.default_value, p.doc});
+  return out;
+}
+
+void validate_press_spec(const PressSpec& spec) { press_detail::resolve(spec); }
+
+std::unique_ptr<Press> make_press(const PressSpec& spec) {
+  press_detail::Resolved r = press_detail::resolve(spec);
+  if (!r.def->make) return press_detail::make_keep_all_press(std::move(r.canonical));
+  const press_detail::ParamValues values(r.canonical);
+  auto scorer = r.def->make(values);
+  auto alloc = press_detail::make_allocator(values);
+  return press_detail::make_scorer_press(std::move(r.canonical), r.settings, std::move(scorer), std::move(alloc));
 }
 
 }  // namespace snapkv

@@ -1,21 +1,12 @@
-// snapkv press `none`: keeps every prompt position (no compression; the baseline).
-#include "kv/presses/presses.h"
-#include "kv/presses/scoring.h"
+// snapkv press `none`: keeps every prompt position (no compression; the baseline). It has no
+// scorer and takes no keys; make_press() builds the keep-all press of press_base.h for it.
+#include "kv/presses/scorer.h"
 
 namespace snapkv::press_detail {
-namespace {
 
-class NonePress final : public Press {
- public:
-  std::string_view name() const override { return "none"; }
-  PressResult compress(const PressInput& in, int64_t capacity) const override {
-    check_input(in, capacity, name(), false, false);
-    return keep_all(in.n_head_kv, in.n_tokens);
-  }
-};
-
-}  // namespace
-
-std::unique_ptr<Press> make_none_press(const PressConfig&) { return std::make_unique<NonePress>(); }
+const PressDef& none_press() {
+  static const PressDef def{.name = "none", .doc = "keeps every prompt position (no compression)"};
+  return def;
+}
 
 }  // namespace snapkv::press_detail

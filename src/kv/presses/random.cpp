@@ -1,9 +1,8 @@
 // snapkv press `random`: a control baseline (as in kvpress' RandomPress): C - W prefix positions
 // drawn uniformly without replacement, plus the W window positions. Deterministic: position j of
 // KV head h in layer l gets the score u = splitmix64(seed, l, h, j) / 2^64 in [0, 1) and the
-// C - W highest scores are kept, so a seed (cfg.seed) always gives the same selection.
-#include "kv/presses/presses.h"
-#include "kv/presses/scoring.h"
+// C - W highest scores are kept, so a seed (key seed) always gives the same selection.
+#include "kv/presses/scorer.h"
 
 namespace snapkv::press_detail {
 namespace {
@@ -16,24 +15,19 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-class RandomPress final : public Press {
+class RandomScorer final : public Scorer {
  public:
-  explicit RandomPress(const PressConfig& cfg) : seed_(cfg.seed) {}
-  std::string_view name() const override { return "random"; }
-  PressResult compress(const PressInput& in, int64_t capacity) const override {
-    check_input(in, capacity, name(), true, false);
-    const int64_t L = in.n_tokens;
-    if (capacity >= L) return keep_all(in.n_head_kv, L);
-    const int64_t W = in.window;
-    HeadScores scores(in.keys.size(), std::vector<float>(static_cast<size_t>(L - W)));
+  explicit RandomScorer(uint64_t seed) : seed_(seed) {}
+  HeadScores score(const PressInput& in, int64_t n) const override {
+    HeadScores s(in.keys.size(), std::vector<float>(static_cast<size_t>(n)));
     for (size_t h = 0; h < in.keys.size(); ++h) {
       const uint64_t base = splitmix64(splitmix64(splitmix64(seed_) ^ static_cast<uint64_t>(in.layer)) ^ h);
-      for (int64_t j = 0; j < L - W; ++j) {
+      for (int64_t j = 0; j < n; ++j) {
         const uint64_t u = splitmix64(base ^ static_cast<uint64_t>(j));
-        scores[h][static_cast<size_t>(j)] = static_cast<float>(u >> 40) * 0x1p-24f;  // 24 random bits in [0, 1)
+        s[h][static_cast<size_t>(j)] = static_cast<float>(u >> 40) * 0x1p-24f;  // 24 random bits in [0, 1)
       }
     }
-    return select_with_window(scores, L, W, capacity - W);
+    return s;
   }
 
  private:
@@ -42,6 +36,14 @@ class RandomPress final : public Press {
 
 }  // namespace
 
-std::unique_ptr<Press> make_random_press(const PressConfig& cfg) { return std::make_unique<RandomPress>(cfg); }
+const PressDef& random_press() {
+  static const PressDef def{
+      .name = "random",
+      .doc = "uniformly random positions, deterministic per seed (control baseline)",
+      .params = {u64_param("seed", 0, "seed of the per-(layer, KV head, position) random scores")},
+      .make = [](const ParamValues& p) { return std::make_unique<RandomScorer>(p.u64("seed")); },
+  };
+  return def;
+}
 
 }  // namespace snapkv::press_detail

@@ -89,32 +89,6 @@ std::vector<int32_t> top_k_positions(const float* scores, int64_t n, int64_t k) 
   return idx;
 }
 
-void append_head(PressResult& res, const std::vector<int32_t>& picks, const std::vector<float>& prefix_scores,
-                 int64_t n_tokens, int64_t window) {
-  std::vector<int32_t> kept;
-  std::vector<float> sc;
-  kept.reserve(picks.size() + static_cast<size_t>(window));
-  sc.reserve(kept.capacity());
-  for (int32_t p : picks) {
-    kept.push_back(p);
-    sc.push_back(prefix_scores[static_cast<size_t>(p)]);
-  }
-  for (int64_t j = n_tokens - window; j < n_tokens; ++j) {
-    kept.push_back(static_cast<int32_t>(j));
-    sc.push_back(kInf);
-  }
-  res.kept.push_back(std::move(kept));
-  res.scores.push_back(std::move(sc));
-}
-
-PressResult select_with_window(const HeadScores& scores, int64_t n_tokens, int64_t window, int64_t k) {
-  PressResult res;
-  for (const auto& s : scores) {
-    append_head(res, top_k_positions(s.data(), static_cast<int64_t>(s.size()), k), s, n_tokens, window);
-  }
-  return res;
-}
-
 PressResult keep_all(int n_head_kv, int64_t n_tokens) {
   PressResult res;
   std::vector<int32_t> all(static_cast<size_t>(n_tokens));
@@ -151,11 +125,12 @@ void check_input(const PressInput& in, int64_t capacity, std::string_view press,
     if (in.window_q == nullptr) fail("window_q is null");
   }
   if (uses_all_q && in.all_q == nullptr) fail("all_q is null (the press needs all prompt queries)");
+  if (in.n_threads < 1) fail(fmt::format("n_threads = {} must be >= 1", in.n_threads));
 }
 
-HeadScores snapkv_scores(const PressInput& in, const PressConfig& cfg) {
-  HeadScores kv = gqa_reduce(window_attention_scores(in, 0), in.n_head_kv, cfg.gqa_agg);  // steps 1-4
-  for (auto& s : kv) s = pool1d(s, cfg.kernel, cfg.pool);                                 // step 5
+HeadScores snapkv_scores(const PressInput& in, int kernel, PoolType pool, GQAAgg agg) {
+  HeadScores kv = gqa_reduce(window_attention_scores(in, 0), in.n_head_kv, agg);  // steps 1-4
+  for (auto& s : kv) s = pool1d(s, kernel, pool);                                 // step 5
   return kv;
 }
 

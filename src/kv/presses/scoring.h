@@ -6,7 +6,8 @@
 //   window_attention_scores  steps 1-3 (window-query softmax, summed over the window)
 //   gqa_reduce               step 4    (query heads -> KV head)
 //   pool1d                   step 5    (1D pooling along positions)
-//   top_k_positions + with_window     step 6 (top C-W prefix positions + the window)
+//   top_k_positions          step 6    (top C-W prefix positions; the window is added by the
+//                                       shared base, press_base.h)
 #pragma once
 
 #include <cstdint>
@@ -26,23 +27,24 @@ using HeadScores = std::vector<std::vector<float>>;
 /// attends to keys 0..first_pos+r with logits scale * dot(q_r, k_j); softmax in f32 with the
 /// row max subtracted. Works on row blocks x key chunks (never a full L x L matrix; at most
 /// max_tile_floats probabilities at a time, default (0) 16 Mi floats = 64 MiB, at least one
-/// row), keys converted to f32 chunk by chunk, OpenMP over key chunks. Results do not depend on
-/// the thread count.
+/// row), keys converted to f32 chunk by chunk, OpenMP over key chunks with n_threads threads
+/// (>= 1). Results do not depend on the thread count.
 /// Requires first_pos >= 0, n_rows >= 1, first_pos + n_rows <= keys.n and
 /// 0 <= n_out <= first_pos + n_rows (unchecked: callers validate with check_input()).
 void attention_column_sums(const float* q, int64_t n_rows, int64_t first_pos, const RowsView& keys, float scale,
-                           float* out, int64_t n_out, int64_t max_tile_floats = 0);
+                           float* out, int64_t n_out, int64_t max_tile_floats = 0, int n_threads = 1);
 
 /// attention_column_sums for n_heads query heads that share `keys` (the query heads of one KV
 /// head): q[h] and out[h] as q and out above. Keys are converted once for all of them.
 void attention_column_sums_heads(const float* const* q, int n_heads, int64_t n_rows, int64_t first_pos,
                                  const RowsView& keys, float scale, float* const* out, int64_t n_out,
-                                 int64_t max_tile_floats = 0);
+                                 int64_t max_tile_floats = 0, int n_threads = 1);
 
 /// SnapKV steps 1-3 for every query head: window rows first_row..W-1 of in.window_q (row i is
 /// the query at position L-W+i and sees keys 0..L-W+i), softmax over keys, probabilities summed
 /// over those rows for the prefix positions 0..L-W-1. Returns [n_head][L-W].
-/// first_row = 0 is SnapKV; first_row = W-1 uses the last prompt query only (TOVA).
+/// first_row = 0 is SnapKV; first_row = W-1 uses the last prompt query only (TOVA). Uses
+/// in.n_threads threads.
 HeadScores window_attention_scores(const PressInput& in, int first_row = 0);
 
 /// SnapKV step 4 (GQA/MQA): reduces per-query-head scores [n_head][n] to [n_head_kv][n] with
@@ -60,27 +62,19 @@ std::vector<float> pool1d(const std::vector<float>& x, int kernel, PoolType type
 /// scores -> earlier position first (deterministic); NaN ranks as -inf. 0 <= k <= n.
 std::vector<int32_t> top_k_positions(const float* scores, int64_t n, int64_t k);
 
-/// One head's kept list: `picks` (ascending prefix positions, each < n_tokens - window) with
-/// score prefix_scores[p], then the window positions n_tokens-window..n_tokens-1 with +inf.
-void append_head(PressResult& res, const std::vector<int32_t>& picks, const std::vector<float>& prefix_scores,
-                 int64_t n_tokens, int64_t window);
-
-/// SnapKV step 6 for every head: the k best prefix positions of each head's scores plus the
-/// window. scores[h] has n_tokens - window entries.
-PressResult select_with_window(const HeadScores& scores, int64_t n_tokens, int64_t window, int64_t k);
-
 /// A result that keeps every position of every KV head (scores +inf).
 PressResult keep_all(int n_head_kv, int64_t n_tokens);
 
 /// Validates the layer input of press `press` for capacity C. Checks the head counts (n_head_kv
 /// divides n_head), head_dim, the key views (one per KV head, L rows of head_dim, data set),
 /// and, when uses_window and C < L (compression applies), 1 <= W < L, C >= W and window_q set;
-/// when uses_all_q, all_q set.
+/// when uses_all_q, all_q set; n_threads >= 1.
 /// Throws snapkv::Error naming the press, layer, field and value.
 void check_input(const PressInput& in, int64_t capacity, std::string_view press, bool uses_window, bool uses_all_q);
 
-/// SnapKV steps 1-5: pooled window-attention scores per KV head, [n_head_kv][L-W].
-HeadScores snapkv_scores(const PressInput& in, const PressConfig& cfg);
+/// SnapKV steps 1-5: window-attention scores reduced to the KV heads by `agg` and pooled with
+/// `kernel` (odd) / `pool`, [n_head_kv][L-W].
+HeadScores snapkv_scores(const PressInput& in, int kernel, PoolType pool, GQAAgg agg);
 
 /// PyramidKV (Cai et al. 2024, arXiv 2406.02069, Sec. 3) prefix budgets (window excluded) of
 /// n_layers compressed layers, bottom (index 0) to top, for a uniform prefix budget P = C - W:
