@@ -3,10 +3,13 @@
 # snapkv::snapkv) and pkg-config file. Included from the top-level CMakeLists.txt after the
 # module libraries are defined.
 #
-# Composition: the shared library links the static module libraries whole-archive
-# ($<LINK_LIBRARY:WHOLE_ARCHIVE,...>), so every object of every module is in it exactly as
-# the in-tree tests and the CLI see it, without compiling anything twice (the modules are
-# already position-independent). The C API sources are compiled into the shared library only.
+# Composition: the shared library is made of the object files of the static module libraries
+# ($<TARGET_OBJECTS:module>: every object of every module, exactly what the in-tree tests and
+# the CLI link, compiled once; the modules are already position-independent) plus the C API
+# sources, which are compiled into the shared library only. (Whole-archive linking of the
+# modules does not work here: CMake repeats modules that others depend on in the link line,
+# and each repetition is whole-archived again: duplicate symbols.) --no-undefined checks that
+# the library is complete.
 #
 # Visibility: a version script (cmake/snapkv.map) exports the C API (snapkv_*) and namespace
 # snapkv (the C++ API; internal classes in that namespace stay visible too, since public
@@ -15,13 +18,19 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-set(SNAPKV_LIB_MODULES snapkv_core snapkv_gguf snapkv_quant snapkv_tokenizer snapkv_press snapkv_engine)
-file(GLOB SNAPKV_CAPI_SRCS CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/capi/*.cpp)
-
+# The modules are those of the in-tree `snapkv` target; their external link dependencies are
+# collected from them, so a new module or dependency needs no change here.
+get_target_property(SNAPKV_LIB_MODULES snapkv INTERFACE_LINK_LIBRARIES)
 set(_snapkv_objects)
+set(_snapkv_deps)
 foreach(m ${SNAPKV_LIB_MODULES})
   list(APPEND _snapkv_objects $<TARGET_OBJECTS:${m}>)
+  get_target_property(_d ${m} LINK_LIBRARIES)
+  list(APPEND _snapkv_deps ${_d})
 endforeach()
+list(REMOVE_DUPLICATES _snapkv_deps)
+list(REMOVE_ITEM _snapkv_deps ${SNAPKV_LIB_MODULES})
+file(GLOB SNAPKV_CAPI_SRCS CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/capi/*.cpp)
 add_library(snapkv_shared SHARED ${SNAPKV_CAPI_SRCS} ${_snapkv_objects})
 set_target_properties(snapkv_shared PROPERTIES
   OUTPUT_NAME snapkv
@@ -35,12 +44,12 @@ target_include_directories(snapkv_shared
   PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include> $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>
   PRIVATE ${PROJECT_SOURCE_DIR}/src)
 target_compile_features(snapkv_shared PUBLIC cxx_std_20)
-# The modules' external dependencies (--no-undefined below catches one missing here).
-target_link_libraries(snapkv_shared PRIVATE snapkv_flags fmt::fmt OpenMP::OpenMP_CXX PkgConfig::PCRE2
-  nlohmann_json::nlohmann_json)
+# The modules' external dependencies (fmt, OpenMP, PCRE2, ...; snapkv_flags: warnings, -march).
+target_link_libraries(snapkv_shared PRIVATE ${_snapkv_deps})
 target_link_options(snapkv_shared PRIVATE "LINKER:--version-script=${PROJECT_SOURCE_DIR}/cmake/snapkv.map")
 if(NOT SNAPKV_SANITIZE AND NOT SNAPKV_FUZZ)
-  # Every symbol resolved at link time (sanitizer runtimes are only linked into executables).
+  # Every symbol resolved at link time (not with sanitizers: clang links their runtimes into
+  # executables only).
   target_link_options(snapkv_shared PRIVATE "LINKER:--no-undefined")
 endif()
 

@@ -18,8 +18,9 @@
  * status the function changed none of its outputs (except the size of a too-small buffer, see
  * below) and snapkv_last_error() returns a one-line message saying what was wrong. No C++
  * exception ever leaves this API, and no bad argument aborts the process: null handles and
- * pointers, bad paths, bad press specs, out-of-range token ids and too-small buffers are all
- * reported as statuses.
+ * pointers, handles of the wrong kind (each handle carries a tag of its kind, cleared when it is
+ * freed), bad paths, bad press specs, out-of-range token ids and too-small buffers are all
+ * reported as statuses. (A dangling pointer to memory already reused cannot be detected.)
  *
  * Buffers. Functions that fill a caller buffer take its capacity and report the size they need
  * through an out-parameter. If the buffer is too small they return SNAPKV_ERR_BUFFER_TOO_SMALL,

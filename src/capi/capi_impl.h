@@ -2,6 +2,7 @@
 // engine, and the exception barrier every entry point runs its body in.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -84,19 +85,41 @@ snapkv_status guarded(const char* fn, snapkv_status on_error, F&& body) noexcept
   }
 }
 
+/// A handle starts with a tag saying its kind; free clears it. A handle of the wrong kind (easy
+/// to pass from a binding, where every handle is a void*) or one already freed (while its memory
+/// is not reused) is refused with a status instead of being used.
+template <class H>
+bool valid(const H* h) {
+  return h != nullptr && h->tag == H::kTag;
+}
+
+/// Deletes a valid handle (clearing its tag first); ignores NULL and invalid ones.
+template <class H>
+void destroy(H* h) {
+  if (!valid(h)) return;
+  h->tag = 0;
+  delete h;
+}
+
 }  // namespace snapkv::capi
 
 struct snapkv_engine {
+  static constexpr uint64_t kTag = 0x454e47494e45564bULL;  // "KVENGINE"
+  uint64_t tag = kTag;
   std::shared_ptr<snapkv::capi::EngineCore> core;
 };
 
 struct snapkv_sequence {
+  static constexpr uint64_t kTag = 0x5351454e4345564bULL;  // "KVSEQNCE"
+  uint64_t tag = kTag;
   std::shared_ptr<snapkv::capi::EngineCore> core;  ///< keeps the engine alive
   std::unique_ptr<snapkv::Sequence> seq;
   snapkv::Batch batch;  ///< of snapkv_decode: its logits are what *logits points to
 };
 
 struct snapkv_sampler {
+  static constexpr uint64_t kTag = 0x504d4153564b4b56ULL;  // "VKKVSAMP"
   explicit snapkv_sampler(const snapkv::SamplerOptions& o) : sampler(o) {}
+  uint64_t tag = kTag;
   snapkv::Sampler sampler;
 };

@@ -55,6 +55,7 @@ using snapkv::capi::copy_text;
 using snapkv::capi::fail;
 using snapkv::capi::guarded;
 using snapkv::capi::tokenizer_of;
+using snapkv::capi::valid;
 
 extern "C" {
 
@@ -117,11 +118,11 @@ snapkv_status snapkv_engine_load(const char* path, int32_t n_threads, snapkv_eng
   });
 }
 
-void snapkv_engine_free(snapkv_engine* engine) noexcept { delete engine; }
+void snapkv_engine_free(snapkv_engine* engine) noexcept { snapkv::capi::destroy(engine); }
 
 snapkv_status snapkv_engine_info(const snapkv_engine* engine, snapkv_model_info* out) noexcept {
   static constexpr const char* fn = "snapkv_engine_info";
-  if (engine == nullptr) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "engine is NULL");
+  if (!valid(engine)) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "engine is NULL or not a snapkv_engine");
   if (out == nullptr) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "out is NULL");
   const snapkv::Engine& e = *engine->core->engine;
   const snapkv::ModelInfo& i = e.info();
@@ -148,7 +149,7 @@ snapkv_status snapkv_engine_info(const snapkv_engine* engine, snapkv_model_info*
 snapkv_status snapkv_tokenize(const snapkv_engine* engine, const char* text, size_t len, int add_special,
                               int parse_special, int32_t* tokens, size_t capacity, size_t* n_tokens) noexcept {
   static constexpr const char* fn = "snapkv_tokenize";
-  if (engine == nullptr) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "engine is NULL");
+  if (!valid(engine)) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "engine is NULL or not a snapkv_engine");
   if (n_tokens == nullptr) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "n_tokens is NULL");
   if (text == nullptr && len > 0) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "text is NULL but len > 0");
   if (tokens == nullptr && capacity > 0)
@@ -169,7 +170,7 @@ snapkv_status snapkv_tokenize(const snapkv_engine* engine, const char* text, siz
 snapkv_status snapkv_token_to_piece(const snapkv_engine* engine, int32_t token, int render_special, char* buf,
                                     size_t capacity, size_t* len) noexcept {
   static constexpr const char* fn = "snapkv_token_to_piece";
-  if (engine == nullptr) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "engine is NULL");
+  if (!valid(engine)) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "engine is NULL or not a snapkv_engine");
   if (len == nullptr) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "len is NULL");
   if (buf == nullptr && capacity > 0) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "buf is NULL but capacity > 0");
   return guarded(fn, SNAPKV_ERR_INVALID_ARGUMENT, [&] {
@@ -180,7 +181,7 @@ snapkv_status snapkv_token_to_piece(const snapkv_engine* engine, int32_t token, 
 snapkv_status snapkv_detokenize(const snapkv_engine* engine, const int32_t* tokens, size_t n_tokens, int render_special,
                                 char* buf, size_t capacity, size_t* len) noexcept {
   static constexpr const char* fn = "snapkv_detokenize";
-  if (engine == nullptr) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "engine is NULL");
+  if (!valid(engine)) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "engine is NULL or not a snapkv_engine");
   if (len == nullptr) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "len is NULL");
   if (tokens == nullptr && n_tokens > 0)
     return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "tokens is NULL but n_tokens > 0");
@@ -199,7 +200,7 @@ snapkv_status snapkv_detokenize(const snapkv_engine* engine, const int32_t* toke
 
 snapkv_status snapkv_token_is_eog(const snapkv_engine* engine, int32_t token, int* is_eog) noexcept {
   static constexpr const char* fn = "snapkv_token_is_eog";
-  if (engine == nullptr) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "engine is NULL");
+  if (!valid(engine)) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "engine is NULL or not a snapkv_engine");
   if (is_eog == nullptr) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "is_eog is NULL");
   return guarded(fn, SNAPKV_ERR_INVALID_ARGUMENT, [&] {
     const snapkv::Tokenizer& tok = tokenizer_of(engine);
@@ -226,12 +227,12 @@ snapkv_status snapkv_sampler_new(float temp, int32_t top_k, float top_p, uint64_
   });
 }
 
-void snapkv_sampler_free(snapkv_sampler* sampler) noexcept { delete sampler; }
+void snapkv_sampler_free(snapkv_sampler* sampler) noexcept { snapkv::capi::destroy(sampler); }
 
 snapkv_status snapkv_sampler_sample(snapkv_sampler* sampler, const float* logits, size_t n_logits,
                                     int32_t* token) noexcept {
   static constexpr const char* fn = "snapkv_sampler_sample";
-  if (sampler == nullptr) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "sampler is NULL");
+  if (!valid(sampler)) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "sampler is NULL or not a snapkv_sampler");
   if (logits == nullptr) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "logits is NULL");
   if (token == nullptr) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "token is NULL");
   if (n_logits == 0 || n_logits > static_cast<size_t>(std::numeric_limits<int32_t>::max()))

@@ -12,6 +12,7 @@
 
 using snapkv::capi::fail;
 using snapkv::capi::guarded;
+using snapkv::capi::valid;
 
 namespace {
 
@@ -49,7 +50,7 @@ extern "C" {
 snapkv_status snapkv_sequence_new(const snapkv_engine* engine, int64_t n_ctx, snapkv_kv_type kv_type,
                                   snapkv_sequence** out) noexcept {
   static constexpr const char* fn = "snapkv_sequence_new";
-  if (engine == nullptr) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "engine is NULL");
+  if (!valid(engine)) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "engine is NULL or not a snapkv_engine");
   if (out == nullptr) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "out is NULL");
   if (kv_type != SNAPKV_KV_F16 && kv_type != SNAPKV_KV_F32)
     return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn,
@@ -66,11 +67,11 @@ snapkv_status snapkv_sequence_new(const snapkv_engine* engine, int64_t n_ctx, sn
   });
 }
 
-void snapkv_sequence_free(snapkv_sequence* seq) noexcept { delete seq; }
+void snapkv_sequence_free(snapkv_sequence* seq) noexcept { snapkv::capi::destroy(seq); }
 
 snapkv_status snapkv_sequence_fork(const snapkv_sequence* seq, snapkv_sequence** out) noexcept {
   static constexpr const char* fn = "snapkv_sequence_fork";
-  if (seq == nullptr) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "seq is NULL");
+  if (!valid(seq)) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "seq is NULL or not a snapkv_sequence");
   if (out == nullptr) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "out is NULL");
   return guarded(fn, SNAPKV_ERR_INVALID_ARGUMENT, [&] {
     auto h = std::make_unique<snapkv_sequence>();
@@ -82,7 +83,8 @@ snapkv_status snapkv_sequence_fork(const snapkv_sequence* seq, snapkv_sequence**
 }
 
 snapkv_status snapkv_sequence_reset(snapkv_sequence* seq) noexcept {
-  if (seq == nullptr) return fail(SNAPKV_ERR_INVALID_ARGUMENT, "snapkv_sequence_reset", "seq is NULL");
+  if (!valid(seq))
+    return fail(SNAPKV_ERR_INVALID_ARGUMENT, "snapkv_sequence_reset", "seq is NULL or not a snapkv_sequence");
   return guarded("snapkv_sequence_reset", SNAPKV_ERR_INTERNAL, [&] {
     seq->batch.clear();
     seq->seq->reset();
@@ -90,13 +92,13 @@ snapkv_status snapkv_sequence_reset(snapkv_sequence* seq) noexcept {
   });
 }
 
-int64_t snapkv_sequence_n_past(const snapkv_sequence* seq) noexcept { return seq ? seq->seq->n_past() : -1; }
-int64_t snapkv_sequence_n_ctx(const snapkv_sequence* seq) noexcept { return seq ? seq->seq->n_ctx() : -1; }
+int64_t snapkv_sequence_n_past(const snapkv_sequence* seq) noexcept { return valid(seq) ? seq->seq->n_past() : -1; }
+int64_t snapkv_sequence_n_ctx(const snapkv_sequence* seq) noexcept { return valid(seq) ? seq->seq->n_ctx() : -1; }
 
 snapkv_status snapkv_prefill(snapkv_sequence* seq, const int32_t* tokens, size_t n_tokens, const char* press,
                              const float** logits) noexcept {
   static constexpr const char* fn = "snapkv_prefill";
-  if (seq == nullptr) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "seq is NULL");
+  if (!valid(seq)) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "seq is NULL or not a snapkv_sequence");
   if (tokens == nullptr) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "tokens is NULL");
   if (n_tokens == 0) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "no tokens (n_tokens is 0)");
   snapkv::Sequence& s = *seq->seq;
@@ -115,7 +117,7 @@ snapkv_status snapkv_prefill(snapkv_sequence* seq, const int32_t* tokens, size_t
 
 snapkv_status snapkv_decode(snapkv_sequence* seq, int32_t token, const float** logits) noexcept {
   static constexpr const char* fn = "snapkv_decode";
-  if (seq == nullptr) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "seq is NULL");
+  if (!valid(seq)) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "seq is NULL or not a snapkv_sequence");
   snapkv::Sequence& s = *seq->seq;
   if (s.n_past() >= s.n_ctx()) return fail(SNAPKV_ERR_CONTEXT_FULL, fn, context_message(s.n_past(), 1, s.n_ctx()));
   return guarded(fn, SNAPKV_ERR_INVALID_ARGUMENT, [&] {
@@ -135,7 +137,8 @@ snapkv_status snapkv_decode_batch(snapkv_sequence* const* seqs, const int32_t* t
   if (tokens == nullptr) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "tokens is NULL");
   if (n == 0) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "no rows (n is 0)");
   for (size_t i = 0; i < n; ++i) {
-    if (seqs[i] == nullptr) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "seqs[" + std::to_string(i) + "] is NULL");
+    if (!valid(seqs[i]))
+      return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "seqs[" + std::to_string(i) + "] is NULL or not a snapkv_sequence");
     if (seqs[i]->core != seqs[0]->core)
       return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn,
                   "seqs[" + std::to_string(i) + "] belongs to another engine than seqs[0]");
@@ -170,7 +173,7 @@ snapkv_status snapkv_decode_batch(snapkv_sequence* const* seqs, const int32_t* t
 
 snapkv_status snapkv_sequence_stats(const snapkv_sequence* seq, snapkv_stats* out) noexcept {
   static constexpr const char* fn = "snapkv_sequence_stats";
-  if (seq == nullptr) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "seq is NULL");
+  if (!valid(seq)) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "seq is NULL or not a snapkv_sequence");
   if (out == nullptr) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "out is NULL");
   const snapkv::Sequence& s = *seq->seq;
   const snapkv::SequenceStats& st = s.stats();
@@ -212,7 +215,7 @@ snapkv_status snapkv_generate(snapkv_sequence* seq, const int32_t* prompt, size_
                               const snapkv_generate_params* params, snapkv_token_callback cb, void* user,
                               snapkv_generate_result* result) noexcept {
   static constexpr const char* fn = "snapkv_generate";
-  if (seq == nullptr) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "seq is NULL");
+  if (!valid(seq)) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "seq is NULL or not a snapkv_sequence");
   if (prompt == nullptr) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "prompt is NULL");
   if (n_prompt == 0) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "no prompt tokens (n_prompt is 0)");
   const snapkv_generate_params p = params != nullptr ? *params : snapkv_generate_params_default();

@@ -101,6 +101,26 @@ TEST(CApi, NullHandlesAndPointers) {
   sampler.reset(smp);
   expect_error(snapkv_sampler_sample(smp, nullptr, 2, &tok), bad, "snapkv_sampler_sample", "logits is NULL");
   expect_error(snapkv_sampler_sample(smp, l, 2, nullptr), bad, "snapkv_sampler_sample", "token is NULL");
+
+  // A handle of the wrong kind (as a binding passing void* handles might) is refused, not used.
+  auto* not_seq = reinterpret_cast<snapkv_sequence*>(smp);
+  auto* not_engine = reinterpret_cast<snapkv_engine*>(seq.get());
+  auto* not_sampler = reinterpret_cast<snapkv_sampler*>(eng.get());
+  expect_error(snapkv_prefill(not_seq, ids, 1, nullptr, &logits), bad, "snapkv_prefill", "not a snapkv_sequence");
+  expect_error(snapkv_decode(not_seq, 1, &logits), bad, "snapkv_decode", "not a snapkv_sequence");
+  EXPECT_EQ(snapkv_sequence_n_past(not_seq), -1);
+  expect_error(snapkv_engine_info(not_engine, &info), bad, "snapkv_engine_info", "not a snapkv_engine");
+  expect_error(snapkv_sequence_new(not_engine, 0, SNAPKV_KV_F16, &s), bad, "snapkv_sequence_new");
+  expect_error(snapkv_sampler_sample(not_sampler, l, 2, &tok), bad, "snapkv_sampler_sample", "not a snapkv_sampler");
+  rows[1] = not_seq;
+  expect_error(snapkv_decode_batch(rows, two, 2, nullptr, 0), bad, "snapkv_decode_batch", "seqs[1] is NULL or not");
+  snapkv_sequence_free(not_seq);  // ignored: the sampler, the engine and the sequence stay usable
+  snapkv_engine_free(not_engine);
+  snapkv_sampler_free(not_sampler);
+  ASSERT_EQ(snapkv_sampler_sample(smp, l, 2, &tok), SNAPKV_OK);
+  EXPECT_EQ(tok, 1);
+  ASSERT_EQ(snapkv_engine_info(eng.get(), &info), SNAPKV_OK);
+  EXPECT_EQ(snapkv_sequence_n_past(seq.get()), 0);
 }
 
 TEST(CApi, BadModelFiles) {

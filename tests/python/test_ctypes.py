@@ -114,6 +114,11 @@ def main() -> int:
         expect_error("context_full", bad.decode, 42)
         expect_error("invalid_argument", sk.Sampler, eng, top_p=0.0)
         expect_error("invalid_argument", sk.Engine.new_sequence, eng, n_ctx=-1)
+        # Handles are void* to ctypes: one of the wrong kind is refused, not used.
+        wrong = sk.Sequence(eng, sampler._h)
+        expect_error("invalid_argument", wrong.decode, 42)
+        assert wrong.n_past == -1
+        wrong._h = None  # not ours to free
 
         # A Python exception in the callback stops generation and is re-raised (not lost in C).
         seq.reset()
