@@ -3,11 +3,13 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <new>
 #include <string>
 #include <system_error>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -59,6 +61,16 @@ class WorkspaceLease {
   EngineCore& core_;
   std::unique_ptr<Workspace> ws_;
 };
+
+/// The int a C caller passed as an enum. C allows any int there, but loading an enum object whose
+/// value is outside the enumerators' range is undefined in C++, so the bytes are read instead.
+template <class E>
+int enum_value(const E& e) noexcept {
+  static_assert(std::is_enum_v<E> && sizeof(E) == sizeof(int));
+  int v = 0;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
 
 /// Records `msg` as this thread's last error and returns `status`. Never throws.
 snapkv_status fail(snapkv_status status, const char* fn, const std::string& msg) noexcept;

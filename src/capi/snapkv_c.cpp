@@ -62,7 +62,7 @@ extern "C" {
 const char* snapkv_version(void) noexcept { return SNAPKV_VERSION_STRING; }
 
 const char* snapkv_status_name(snapkv_status status) noexcept {
-  switch (status) {
+  switch (snapkv::capi::enum_value(status)) {
     case SNAPKV_OK:
       return "ok";
     case SNAPKV_ERR_INVALID_ARGUMENT:
@@ -82,7 +82,7 @@ const char* snapkv_status_name(snapkv_status status) noexcept {
 }
 
 const char* snapkv_stop_reason_name(snapkv_stop_reason reason) noexcept {
-  switch (reason) {
+  switch (snapkv::capi::enum_value(reason)) {
     case SNAPKV_STOP_EOS:
       return "eos";
     case SNAPKV_STOP_N_PREDICT:

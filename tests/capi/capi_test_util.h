@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -71,6 +72,16 @@ inline int record(void* user, int32_t token, const char* text, size_t len) {
   }
   s->tokens.push_back(token);
   return s->stop_after >= 0 && static_cast<int>(s->tokens.size()) >= s->stop_after ? 1 : 0;
+}
+
+/// An enum holding an arbitrary int, as a C caller may pass (a static_cast would be undefined
+/// for values outside the enumerators' range).
+template <class E>
+E c_enum(int v) {
+  E e;
+  static_assert(sizeof e == sizeof v);
+  std::memcpy(&e, &v, sizeof v);
+  return e;
 }
 
 /// Greedy settings: temp 0, ignore EOS, n tokens.

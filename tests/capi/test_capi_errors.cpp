@@ -23,13 +23,13 @@ TEST(CApi, VersionAndNames) {
   EXPECT_STREQ(snapkv_status_name(SNAPKV_ERR_CONTEXT_FULL), "context_full");
   EXPECT_STREQ(snapkv_status_name(SNAPKV_ERR_BUFFER_TOO_SMALL), "buffer_too_small");
   EXPECT_STREQ(snapkv_status_name(SNAPKV_ERR_INTERNAL), "internal");
-  EXPECT_STREQ(snapkv_status_name(static_cast<snapkv_status>(99)), "unknown");
+  EXPECT_STREQ(snapkv_status_name(c_enum<snapkv_status>(99)), "unknown");
   EXPECT_STREQ(snapkv_stop_reason_name(SNAPKV_STOP_EOS), "eos");
   EXPECT_STREQ(snapkv_stop_reason_name(SNAPKV_STOP_N_PREDICT), "n_predict");
   EXPECT_STREQ(snapkv_stop_reason_name(SNAPKV_STOP_CONTEXT_FULL), "context_full");
   EXPECT_STREQ(snapkv_stop_reason_name(SNAPKV_STOP_STRING), "stop");
   EXPECT_STREQ(snapkv_stop_reason_name(SNAPKV_STOP_CANCELLED), "cancelled");
-  EXPECT_STREQ(snapkv_stop_reason_name(static_cast<snapkv_stop_reason>(-1)), "unknown");
+  EXPECT_STREQ(snapkv_stop_reason_name(c_enum<snapkv_stop_reason>(-1)), "unknown");
   EXPECT_NE(snapkv_last_error(), nullptr);
 }
 
@@ -211,7 +211,7 @@ TEST(CApi, SequenceArgumentsAndContext) {
   EnginePtr e = load_stories();
   ASSERT_TRUE(e);
   snapkv_sequence* s = nullptr;
-  expect_error(snapkv_sequence_new(e.get(), 0, static_cast<snapkv_kv_type>(7), &s), SNAPKV_ERR_INVALID_ARGUMENT,
+  expect_error(snapkv_sequence_new(e.get(), 0, c_enum<snapkv_kv_type>(7), &s), SNAPKV_ERR_INVALID_ARGUMENT,
                "snapkv_sequence_new", "kv_type 7");
   expect_error(snapkv_sequence_new(e.get(), -1, SNAPKV_KV_F16, &s), SNAPKV_ERR_INVALID_ARGUMENT, "snapkv_sequence_new");
   expect_error(snapkv_sequence_new(e.get(), int64_t{1} << 40, SNAPKV_KV_F16, &s), SNAPKV_ERR_INVALID_ARGUMENT,
