@@ -98,7 +98,8 @@ def main() -> int:
         st = comp.stats()
         assert st["compressed"] and st["budget"] == 64, st
         assert st["kv_cache_bytes"] < st["kv_cache_bytes_full"], st
-        assert st["press"] == "snapkv:budget=64,window=16", st
+        press = st["press"]  # canonical: the name, the values given and the defaults
+        assert press.startswith("snapkv:") and "budget=64" in press and "window=16" in press, st
 
         # Errors: bad press, bad token id, full context, non-empty sequence for generate.
         bad = eng.new_sequence(n_ctx=8)
