@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds snapkv and runs the whole test suite:
 #   1. Release build, every ctest (unit, golden vs llama.cpp, real-model end to end);
+#   1b. that build installed into a temporary prefix, with the C and C++ examples, a pkg-config
+#      build and the Python ctypes test run against the installed package only;
 #   2. the unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer;
 #   3. a short libFuzzer run on the GGUF parser (when clang is available).
 set -euo pipefail
@@ -19,6 +21,9 @@ echo "== Release build and full test suite"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" >/dev/null
 cmake --build build -j"$jobs"
 ctest --test-dir build --output-on-failure -j"$jobs" --timeout 900
+
+echo "== Install into a temporary prefix: examples (find_package, pkg-config) and Python ctypes against it"
+bash scripts/test_install.sh build
 
 echo "== Unit tests under ASan + UBSan"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSNAPKV_SANITIZE=ON "${launcher[@]}" >/dev/null

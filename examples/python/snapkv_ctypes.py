@@ -1,0 +1,337 @@
+"""A small Python binding of snapkv's C API (snapkv/snapkv_c.h) with ctypes: no compiler and
+no dependency beyond the standard library.
+
+    from snapkv_ctypes import Engine
+    with Engine("model.gguf") as engine:
+        seq = engine.new_sequence()
+        ids = engine.tokenize("Once upon a time")
+        out = seq.generate(ids, n_predict=32, temp=0, press="snapkv:budget=256",
+                           on_token=lambda tok, text: print(text, end="", flush=True))
+        print(out.stop_reason, seq.stats()["kv_cache_bytes"])
+
+The library is found from the `lib` argument of Engine / load_library(), else $SNAPKV_LIB, else
+the linker's search path (ctypes.util.find_library("snapkv")). Every failing C call raises
+SnapkvError with the status name and the library's message.
+"""
+
+import ctypes
+import ctypes.util
+import os
+from dataclasses import dataclass, field
+from typing import Callable, List, Optional, Sequence as Seq
+
+_STATUS = ["ok", "invalid_argument", "io", "out_of_memory", "context_full", "buffer_too_small", "internal"]
+_STOP = ["eos", "n_predict", "context_full", "stop", "cancelled"]
+KV_TYPES = {"f16": 0, "f32": 1}
+
+
+class SnapkvError(RuntimeError):
+    """A C call returned a status other than SNAPKV_OK."""
+
+    def __init__(self, status: int, message: str):
+        self.status = _STATUS[status] if 0 <= status < len(_STATUS) else f"status {status}"
+        self.message = message
+        super().__init__(f"{self.status}: {message}")
+
+
+class ModelInfo(ctypes.Structure):
+    _fields_ = [("path", ctypes.c_char_p), ("arch", ctypes.c_char_p), ("name", ctypes.c_char_p),
+                ("n_layer", ctypes.c_int32), ("n_embd", ctypes.c_int32), ("n_head", ctypes.c_int32),
+                ("n_head_kv", ctypes.c_int32), ("head_dim", ctypes.c_int32), ("n_vocab", ctypes.c_int32),
+                ("n_ctx_train", ctypes.c_int64), ("weight_bytes", ctypes.c_uint64), ("n_threads", ctypes.c_int32),
+                ("has_tokenizer", ctypes.c_int32), ("bos", ctypes.c_int32), ("eos", ctypes.c_int32)]
+
+
+class Stats(ctypes.Structure):
+    _fields_ = [("n_past", ctypes.c_int64), ("n_ctx", ctypes.c_int64), ("kv_cache_bytes", ctypes.c_uint64),
+                ("kv_cache_bytes_full", ctypes.c_uint64), ("peak_kv_cache_bytes", ctypes.c_uint64),
+                ("compressed", ctypes.c_int32), ("budget", ctypes.c_int64), ("n_prompt_tokens", ctypes.c_int64),
+                ("prefill_ms", ctypes.c_double), ("compression_ms", ctypes.c_double),
+                ("press", ctypes.c_char_p), ("compression_note", ctypes.c_char_p)]
+
+
+class GenerateParams(ctypes.Structure):
+    _fields_ = [("n_predict", ctypes.c_int64), ("temp", ctypes.c_float), ("top_k", ctypes.c_int32),
+                ("top_p", ctypes.c_float), ("seed", ctypes.c_uint64), ("ignore_eos", ctypes.c_int32),
+                ("press", ctypes.c_char_p), ("stop", ctypes.POINTER(ctypes.c_char_p)), ("n_stop", ctypes.c_size_t),
+                ("question", ctypes.POINTER(ctypes.c_int32)), ("n_question", ctypes.c_size_t)]
+
+
+class GenerateResult(ctypes.Structure):
+    _fields_ = [("n_tokens", ctypes.c_int64), ("stop_reason", ctypes.c_int), ("n_prompt_tokens", ctypes.c_int64),
+                ("n_decode_steps", ctypes.c_int64), ("ttft_ms", ctypes.c_double), ("prefill_ms", ctypes.c_double),
+                ("prefill_tokens_per_s", ctypes.c_double), ("decode_ms", ctypes.c_double),
+                ("decode_tokens_per_s", ctypes.c_double)]
+
+
+TOKEN_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p, ctypes.c_size_t)
+
+_P = ctypes.c_void_p
+_I32P = ctypes.POINTER(ctypes.c_int32)
+_SIZEP = ctypes.POINTER(ctypes.c_size_t)
+_FLOATP = ctypes.POINTER(ctypes.c_float)
+# name: (restype, argtypes); restype int = snapkv_status.
+_SIGNATURES = {
+    "snapkv_version": (ctypes.c_char_p, []),
+    "snapkv_last_error": (ctypes.c_char_p, []),
+    "snapkv_engine_load": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_int32, ctypes.POINTER(_P)]),
+    "snapkv_engine_free": (None, [_P]),
+    "snapkv_engine_info": (ctypes.c_int, [_P, ctypes.POINTER(ModelInfo)]),
+    "snapkv_tokenize": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, _I32P,
+                                       ctypes.c_size_t, _SIZEP]),
+    "snapkv_token_to_piece": (ctypes.c_int, [_P, ctypes.c_int32, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t,
+                                             _SIZEP]),
+    "snapkv_detokenize": (ctypes.c_int, [_P, _I32P, ctypes.c_size_t, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t,
+                                         _SIZEP]),
+    "snapkv_token_is_eog": (ctypes.c_int, [_P, ctypes.c_int32, ctypes.POINTER(ctypes.c_int)]),
+    "snapkv_sequence_new": (ctypes.c_int, [_P, ctypes.c_int64, ctypes.c_int, ctypes.POINTER(_P)]),
+    "snapkv_sequence_free": (None, [_P]),
+    "snapkv_sequence_fork": (ctypes.c_int, [_P, ctypes.POINTER(_P)]),
+    "snapkv_sequence_reset": (ctypes.c_int, [_P]),
+    "snapkv_sequence_n_past": (ctypes.c_int64, [_P]),
+    "snapkv_sequence_n_ctx": (ctypes.c_int64, [_P]),
+    "snapkv_prefill": (ctypes.c_int, [_P, _I32P, ctypes.c_size_t, ctypes.c_char_p, ctypes.POINTER(_FLOATP)]),
+    "snapkv_decode": (ctypes.c_int, [_P, ctypes.c_int32, ctypes.POINTER(_FLOATP)]),
+    "snapkv_decode_batch": (ctypes.c_int, [ctypes.POINTER(_P), _I32P, ctypes.c_size_t, _FLOATP, ctypes.c_size_t]),
+    "snapkv_sequence_stats": (ctypes.c_int, [_P, ctypes.POINTER(Stats)]),
+    "snapkv_sampler_new": (ctypes.c_int, [ctypes.c_float, ctypes.c_int32, ctypes.c_float, ctypes.c_uint64,
+                                          ctypes.POINTER(_P)]),
+    "snapkv_sampler_free": (None, [_P]),
+    "snapkv_sampler_sample": (ctypes.c_int, [_P, _FLOATP, ctypes.c_size_t, _I32P]),
+    "snapkv_generate_params_default": (GenerateParams, []),
+    "snapkv_generate": (ctypes.c_int, [_P, _I32P, ctypes.c_size_t, ctypes.POINTER(GenerateParams), TOKEN_CALLBACK,
+                                       _P, ctypes.POINTER(GenerateResult)]),
+}
+
+_libs = {}
+
+
+def load_library(path: Optional[str] = None) -> ctypes.CDLL:
+    """The C library with every function's signature declared (loaded once per path)."""
+    path = path or os.environ.get("SNAPKV_LIB") or ctypes.util.find_library("snapkv")
+    if not path:
+        raise OSError("libsnapkv.so not found: pass its path or set SNAPKV_LIB")
+    if path not in _libs:
+        lib = ctypes.CDLL(path)
+        for name, (res, args) in _SIGNATURES.items():
+            fn = getattr(lib, name)
+            fn.restype, fn.argtypes = res, args
+        _libs[path] = lib
+    return _libs[path]
+
+
+def _check(lib: ctypes.CDLL, status: int) -> None:
+    if status != 0:
+        raise SnapkvError(status, lib.snapkv_last_error().decode("utf-8", "replace"))
+
+
+def _ids(tokens: Seq[int]):
+    return (ctypes.c_int32 * len(tokens))(*tokens)
+
+
+@dataclass
+class Generation:
+    tokens: List[int] = field(default_factory=list)
+    text: str = ""
+    stop_reason: str = ""
+    n_prompt_tokens: int = 0
+    ttft_ms: float = 0.0
+    prefill_ms: float = 0.0
+    decode_tokens_per_s: float = 0.0
+
+
+class Engine:
+    """A loaded model (snapkv_engine). Safe to share between threads."""
+
+    def __init__(self, path: str, n_threads: int = 0, lib: Optional[str] = None):
+        self.lib = load_library(lib)
+        h = _P()
+        _check(self.lib, self.lib.snapkv_engine_load(os.fsencode(path), n_threads, ctypes.byref(h)))
+        self._h = h
+        info = ModelInfo()
+        _check(self.lib, self.lib.snapkv_engine_info(self._h, ctypes.byref(info)))
+        self.info = {name: getattr(info, name) for name, _ in ModelInfo._fields_}
+        for k in ("path", "arch", "name"):
+            self.info[k] = self.info[k].decode("utf-8", "replace")
+        self.n_vocab = info.n_vocab
+
+    def close(self) -> None:
+        if getattr(self, "_h", None):
+            self.lib.snapkv_engine_free(self._h)
+            self._h = None
+
+    __del__ = close
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def tokenize(self, text: str, add_special: bool = True, parse_special: bool = False) -> List[int]:
+        b = text.encode("utf-8")
+        n = ctypes.c_size_t()
+        st = self.lib.snapkv_tokenize(self._h, b, len(b), add_special, parse_special, None, 0, ctypes.byref(n))
+        if st not in (0, 5):
+            _check(self.lib, st)
+        buf = (ctypes.c_int32 * max(n.value, 1))()
+        _check(self.lib, self.lib.snapkv_tokenize(self._h, b, len(b), add_special, parse_special, buf, n.value,
+                                                  ctypes.byref(n)))
+        return list(buf[:n.value])
+
+    def _text(self, call) -> str:
+        n = ctypes.c_size_t()
+        st = call(None, 0, ctypes.byref(n))
+        if st not in (0, 5):
+            _check(self.lib, st)
+        buf = ctypes.create_string_buffer(n.value + 1)
+        _check(self.lib, call(buf, len(buf), ctypes.byref(n)))
+        return buf.raw[:n.value].decode("utf-8", "replace")
+
+    def token_to_piece(self, token: int, render_special: bool = False) -> str:
+        return self._text(lambda b, c, n: self.lib.snapkv_token_to_piece(self._h, token, render_special, b, c, n))
+
+    def detokenize(self, tokens: Seq[int], render_special: bool = False) -> str:
+        ids = _ids(tokens)
+        return self._text(lambda b, c, n: self.lib.snapkv_detokenize(self._h, ids, len(tokens), render_special, b, c,
+                                                                      n))
+
+    def is_eog(self, token: int) -> bool:
+        r = ctypes.c_int()
+        _check(self.lib, self.lib.snapkv_token_is_eog(self._h, token, ctypes.byref(r)))
+        return bool(r.value)
+
+    def new_sequence(self, n_ctx: int = 0, kv_type: str = "f16") -> "Sequence":
+        if kv_type not in KV_TYPES:
+            raise ValueError(f"kv_type must be one of {sorted(KV_TYPES)}")
+        h = _P()
+        _check(self.lib, self.lib.snapkv_sequence_new(self._h, n_ctx, KV_TYPES[kv_type], ctypes.byref(h)))
+        return Sequence(self, h)
+
+    def decode_batch(self, seqs: Seq["Sequence"], tokens: Seq[int]) -> List[List[float]]:
+        """One step over several sequences: row i appends tokens[i] to seqs[i]; returns the logits rows."""
+        handles = (_P * len(seqs))(*[s._h for s in seqs])
+        out = (ctypes.c_float * (len(seqs) * self.n_vocab))()
+        _check(self.lib, self.lib.snapkv_decode_batch(handles, _ids(tokens), len(seqs), out, len(out)))
+        return [out[i * self.n_vocab:(i + 1) * self.n_vocab] for i in range(len(seqs))]
+
+
+class Sequence:
+    """The state of one request (snapkv_sequence). Use from one thread at a time."""
+
+    def __init__(self, engine: Engine, handle):
+        self.engine, self.lib, self._h = engine, engine.lib, handle
+
+    def close(self) -> None:
+        if getattr(self, "_h", None):
+            self.lib.snapkv_sequence_free(self._h)
+            self._h = None
+
+    __del__ = close
+
+    @property
+    def n_past(self) -> int:
+        return self.lib.snapkv_sequence_n_past(self._h)
+
+    @property
+    def n_ctx(self) -> int:
+        return self.lib.snapkv_sequence_n_ctx(self._h)
+
+    def _logits(self, p) -> List[float]:
+        return p[:self.engine.n_vocab]
+
+    def prefill(self, tokens: Seq[int], press: Optional[str] = None) -> List[float]:
+        """Runs the prompt (compressed by `press`, e.g. "snapkv:budget=256"); returns the last logits."""
+        out = _FLOATP()
+        _check(self.lib, self.lib.snapkv_prefill(self._h, _ids(tokens), len(tokens),
+                                                 press.encode() if press else None, ctypes.byref(out)))
+        return self._logits(out)
+
+    def decode(self, token: int) -> List[float]:
+        out = _FLOATP()
+        _check(self.lib, self.lib.snapkv_decode(self._h, token, ctypes.byref(out)))
+        return self._logits(out)
+
+    def fork(self) -> "Sequence":
+        h = _P()
+        _check(self.lib, self.lib.snapkv_sequence_fork(self._h, ctypes.byref(h)))
+        return Sequence(self.engine, h)
+
+    def reset(self) -> None:
+        _check(self.lib, self.lib.snapkv_sequence_reset(self._h))
+
+    def stats(self) -> dict:
+        s = Stats()
+        _check(self.lib, self.lib.snapkv_sequence_stats(self._h, ctypes.byref(s)))
+        d = {name: getattr(s, name) for name, _ in Stats._fields_}
+        d["press"] = d["press"].decode()
+        d["compression_note"] = d["compression_note"].decode()
+        d["compressed"] = bool(d["compressed"])
+        return d
+
+    def generate(self, prompt: Seq[int], n_predict: int = 128, temp: float = 0.8, top_k: int = 40,
+                 top_p: float = 0.95, seed: int = 0, ignore_eos: bool = False, press: Optional[str] = None,
+                 stop: Seq[str] = (), question: Seq[int] = (),
+                 on_token: Optional[Callable[[int, str], Optional[bool]]] = None) -> Generation:
+        """Prefill + sampling on an empty sequence. on_token(token, text) is called for every token
+        (and once with token -1 and the held-back rest); returning True stops the generation."""
+        p = self.lib.snapkv_generate_params_default()
+        p.n_predict, p.temp, p.top_k, p.top_p, p.seed = n_predict, temp, top_k, top_p, seed
+        p.ignore_eos = 1 if ignore_eos else 0
+        press_b = press.encode() if press else None
+        p.press = press_b
+        stops = (ctypes.c_char_p * max(len(stop), 1))(*[s.encode() for s in stop])
+        p.stop, p.n_stop = stops, len(stop)
+        q = _ids(question)
+        p.question, p.n_question = q, len(question)
+        gen = Generation()
+        raised = []
+
+        def callback(_user, token, text, length):
+            try:
+                piece = ctypes.string_at(text, length).decode("utf-8", "replace")  # valid UTF-8 from the library
+                gen.text += piece
+                if token >= 0:
+                    gen.tokens.append(token)
+                return 1 if on_token is not None and on_token(token, piece) else 0
+            except BaseException as e:  # never let a Python exception unwind through C
+                raised.append(e)
+                return 1
+
+        res = GenerateResult()
+        st = self.lib.snapkv_generate(self._h, _ids(prompt), len(prompt), ctypes.byref(p), TOKEN_CALLBACK(callback),
+                                      None, ctypes.byref(res))
+        if raised:
+            raise raised[0]
+        _check(self.lib, st)
+        gen.stop_reason = _STOP[res.stop_reason]
+        gen.n_prompt_tokens, gen.ttft_ms, gen.prefill_ms = res.n_prompt_tokens, res.ttft_ms, res.prefill_ms
+        gen.decode_tokens_per_s = res.decode_tokens_per_s
+        return gen
+
+
+class Sampler:
+    """Greedy (temp <= 0) or top-k / temperature / top-p sampling with a seed (snapkv_sampler)."""
+
+    def __init__(self, engine: Engine, temp: float = 0.8, top_k: int = 40, top_p: float = 0.95, seed: int = 0):
+        self.lib = engine.lib
+        h = _P()
+        _check(self.lib, self.lib.snapkv_sampler_new(temp, top_k, top_p, seed, ctypes.byref(h)))
+        self._h = h
+
+    def close(self) -> None:
+        if getattr(self, "_h", None):
+            self.lib.snapkv_sampler_free(self._h)
+            self._h = None
+
+    __del__ = close
+
+    def sample(self, logits: Seq[float]) -> int:
+        arr = (ctypes.c_float * len(logits))(*logits)
+        t = ctypes.c_int32()
+        _check(self.lib, self.lib.snapkv_sampler_sample(self._h, arr, len(logits), ctypes.byref(t)))
+        return t.value
+
+
+def version(lib: Optional[str] = None) -> str:
+    return load_library(lib).snapkv_version().decode()

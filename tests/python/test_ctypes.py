@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Smoke test of the C API through Python ctypes (examples/python/snapkv_ctypes.py): loads
+libsnapkv.so from the given path (the build tree or an install prefix), generates from
+stories260K and checks llama.cpp's greedy tokens, a manual prefill/decode loop, batched decode,
+statistics of a compressed prompt, streaming/cancel, and that errors raise SnapkvError.
+
+    python3 tests/python/test_ctypes.py --lib PREFIX/lib/libsnapkv.so --model ../shared/models/stories260K.gguf
+
+Plain python3 + assert: no pytest needed. Exits non-zero on the first failure.
+"""
+
+import argparse
+import os
+import re
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "examples", "python"))
+
+import snapkv_ctypes as sk  # noqa: E402
+
+# llama.cpp's greedy continuation of "Once upon a time" (../shared/models/golden/stories260K).
+GOLDEN = [432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426, 338, 401, 396, 267, 337, 410, 408, 419, 292]
+
+
+def expect_error(status, fn, *args, **kwargs):
+    try:
+        fn(*args, **kwargs)
+    except sk.SnapkvError as e:
+        assert e.status == status, f"expected {status}, got {e}"
+        assert e.message.startswith("snapkv_"), e.message
+        return e
+    raise AssertionError(f"expected SnapkvError({status})")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", required=True, help="path of libsnapkv.so")
+    ap.add_argument("--model", required=True, help="path of stories260K.gguf")
+    a = ap.parse_args()
+
+    assert re.fullmatch(r"\d+\.\d+\.\d+", sk.version(a.lib)), sk.version(a.lib)
+    e = expect_error("io", sk.Engine, "/no/such/model.gguf", lib=a.lib)
+    assert "/no/such/model.gguf" in e.message, e.message
+    expect_error("invalid_argument", sk.Engine, a.model, n_threads=-2, lib=a.lib)
+
+    with sk.Engine(a.model, n_threads=2, lib=a.lib) as eng:
+        assert eng.info["arch"] == "llama" and eng.n_vocab == 512, eng.info
+        ids = eng.tokenize("Once upon a time")
+        assert ids == [1, 403, 407, 261, 378], ids
+        assert eng.token_to_piece(403) == " Once"
+        assert eng.detokenize(ids[1:]) == "Once upon a time"
+        assert eng.is_eog(eng.info["eos"]) and not eng.is_eog(403)
+        expect_error("invalid_argument", eng.token_to_piece, 512)
+
+        # Greedy generation with streaming: llama.cpp's tokens, streamed text == result text.
+        seq = eng.new_sequence()
+        streamed = []
+        out = seq.generate(ids, n_predict=20, temp=0, ignore_eos=True,
+                           on_token=lambda tok, text: streamed.append(text) and False)
+        assert out.tokens == GOLDEN, out.tokens
+        assert out.stop_reason == "n_predict", out.stop_reason
+        assert "".join(streamed) == out.text, (streamed, out.text)
+        assert out.text.startswith(", there was a little girl named Lily."), out.text
+        assert seq.n_past == 5 + 19 and out.ttft_ms > 0
+
+        # The same by hand: prefill, greedy sampler, decode.
+        seq.reset()
+        sampler = sk.Sampler(eng, temp=0)
+        logits = seq.prefill(ids)
+        assert len(logits) == 512
+        manual = []
+        for i in range(20):
+            manual.append(sampler.sample(logits))
+            if i + 1 < 20:
+                logits = seq.decode(manual[-1])
+        assert manual == GOLDEN, manual
+
+        # Batched decode of a fork and the original: identical rows (same cache, same token).
+        fork = seq.fork()
+        rows = eng.decode_batch([seq, fork], [42, 42])
+        assert rows[0] == rows[1]
+        assert seq.n_past == fork.n_past == 5 + 20
+
+        # Cancel from the callback; a stop string.
+        seq.reset()
+        cancelled = seq.generate(ids, n_predict=50, temp=0, ignore_eos=True, on_token=lambda t, s: t >= 0)
+        assert cancelled.stop_reason == "cancelled" and len(cancelled.tokens) == 1, cancelled
+        seq.reset()
+        stopped = seq.generate(ids, n_predict=30, temp=0, ignore_eos=True, stop=[" Lily"])
+        assert stopped.stop_reason == "stop" and stopped.text == ", there was a little girl named", stopped
+
+        # A compressed long prompt.
+        long_ids = eng.tokenize(" ".join(["Lily and Ben went to the park to play with a big red ball."] * 20))
+        assert len(long_ids) > 200, len(long_ids)
+        comp = eng.new_sequence(kv_type="f32")
+        comp.prefill(long_ids, press="snapkv:budget=64,window=16")
+        st = comp.stats()
+        assert st["compressed"] and st["budget"] == 64, st
+        assert st["kv_cache_bytes"] < st["kv_cache_bytes_full"], st
+        press = st["press"]  # canonical: the name, the values given and the defaults
+        assert press.startswith("snapkv:") and "budget=64" in press and "window=16" in press, st
+
+        # Errors: bad press, bad token id, full context, non-empty sequence for generate.
+        bad = eng.new_sequence(n_ctx=8)
+        expect_error("invalid_argument", bad.prefill, ids, press="nosuchpress")
+        expect_error("invalid_argument", bad.prefill, [1, 9999])
+        expect_error("context_full", bad.prefill, list(range(3, 12)))
+        assert bad.n_past == 0
+        bad.prefill(ids)
+        expect_error("invalid_argument", bad.decode, -5)
+        expect_error("invalid_argument", bad.generate, ids, n_predict=2)
+        for _ in range(3):
+            bad.decode(42)
+        expect_error("context_full", bad.decode, 42)
+        expect_error("invalid_argument", sk.Sampler, eng, top_p=0.0)
+        expect_error("invalid_argument", sk.Engine.new_sequence, eng, n_ctx=-1)
+        # Handles are void* to ctypes: one of the wrong kind is refused, not used.
+        wrong = sk.Sequence(eng, sampler._h)
+        expect_error("invalid_argument", wrong.decode, 42)
+        assert wrong.n_past == -1
+        wrong._h = None  # not ours to free
+
+        # A Python exception in the callback stops generation and is re-raised (not lost in C).
+        seq.reset()
+
+        def boom(tok, text):
+            raise KeyError("from the callback")
+
+        try:
+            seq.generate(ids, n_predict=5, temp=0, on_token=boom)
+            raise AssertionError("the callback's exception was lost")
+        except KeyError:
+            pass
+
+    print("test_ctypes: all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
