@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kv/presses/press.h"
 
@@ -29,8 +30,10 @@ struct RunOptions {
   PressConfig press;
   bool budget_set = false;
   bool ratio_set = false;
-  std::string question;   ///< --question: asked after the context (-p/-f) was prefilled and compressed
-  std::string dump_kept;  ///< --dump-kept FILE
+  std::string press_spec;                ///< --press given as a whole spec (name:key=value,...), else ""
+  std::vector<std::string> press_flags;  ///< the press flags given (--budget, --window, ...)
+  std::string question;                  ///< --question: asked after the context (-p/-f) was prefilled and compressed
+  std::string dump_kept;                 ///< --dump-kept FILE
 };
 
 int run_command(const RunOptions& opt);

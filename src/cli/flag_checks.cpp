@@ -2,9 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+
+#include "snapkv/error.h"
+#include "snapkv/press_spec.h"
 
 namespace snapkv::cli {
 
@@ -82,6 +86,28 @@ CLI::Validator real_in(double lo, double hi, bool lo_open, bool hi_open) {
         return "";
       },
       "FLOAT in " + range);
+}
+
+CLI::Validator press_arg() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        try {
+          const PressSpec spec = PressSpec::parse(v);
+          if (v.find(':') == std::string::npos) {
+            const auto names = press_names();
+            if (std::find(names.begin(), names.end(), v) == names.end()) {
+              std::string all;
+              for (const auto& n : names) all += (all.empty() ? "" : "|") + n;
+              return fmt::format("must be one of {} (or a press spec name:key=value,...), got '{}'", all, printable(v));
+            }
+          }
+          validate_press_spec(spec);
+        } catch (const Error& e) {
+          return printable(e.what());
+        }
+        return "";
+      },
+      "PRESS");
 }
 
 CLI::Validator one_of(const std::vector<std::string>& names) {

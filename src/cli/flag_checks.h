@@ -25,6 +25,10 @@ CLI::Validator real_in(double lo, double hi, bool lo_open = false, bool hi_open 
 /// Accepts exactly one of `names` (case-sensitive). Error: "must be one of a|b|c, got 'VALUE'".
 CLI::Validator one_of(const std::vector<std::string>& names);
 
+/// Accepts a press name (press_names()) or a whole press spec "name:key=value,..." that
+/// validate_press_spec() accepts; the error names the bad name, key or value.
+CLI::Validator press_arg();
+
 /// Rejects the empty string: "must not be empty (WHAT)".
 CLI::Validator non_empty(const std::string& what);
 

@@ -27,6 +27,7 @@ void add_run_options(CLI::App& run, RunOptions& o) {
   using snapkv::cli::int_in;
   using snapkv::cli::non_empty;
   using snapkv::cli::one_of;
+  using snapkv::cli::press_arg;
   using snapkv::cli::real_in;
   run.add_option("-m,--model", o.model, "GGUF model file (default: the cached Gemma 3 270M Q4_K_M)")
       ->check(non_empty("omit -m to use the default model"));
@@ -52,9 +53,16 @@ void add_run_options(CLI::App& run, RunOptions& o) {
   run.add_flag("--json", o.json, "print one JSON report instead of streaming text");
 
   // Prompt KV-cache compression.
-  run.add_option("--press", o.press.name, "KV-cache compression policy")
-      ->capture_default_str()
-      ->check(one_of(snapkv::press_names()));
+  run.add_option_function<std::string>(
+         "--press",
+         [&o](const std::string& s) {
+           const snapkv::PressSpec spec = snapkv::PressSpec::parse(s);
+           o.press.name = spec.name;
+           if (s.find(':') != std::string::npos) o.press_spec = s;
+         },
+         "KV-cache compression policy: a name (default none), or a whole spec such as "
+         "snapkv:budget=512,window=16 or knorm:alloc=ada (then without the flags below)")
+      ->check(press_arg());
   auto* b = run.add_option_function<int64_t>(
                    "--budget", [&o](int64_t c) { o.press.budget = c, o.budget_set = true; },
                    "tokens kept per KV head, observation window included (default 1024)")
@@ -159,6 +167,8 @@ int main(int argc, char** argv) {
   }
   try {
     app.parse(argc, argv);
+    for (const char* f : {"--budget", "--compression-ratio", "--window", "--kernel", "--pool", "--gqa-agg", "--sinks"})
+      if (run->count(f) > 0) run_opt.press_flags.emplace_back(f);
   } catch (const CLI::CallForHelp& e) {
     return finish_stdout(app.exit(e));
   } catch (const CLI::CallForAllHelp& e) {

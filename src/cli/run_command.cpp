@@ -108,6 +108,12 @@ void write_dump_file(std::unique_ptr<std::FILE, int (*)(std::FILE*)> f, const st
 
 // Settings that cannot be right whatever the model: checked before loading it.
 void check_settings(const RunOptions& o) {
+  if (!o.press_spec.empty()) {
+    if (!o.press_flags.empty())
+      throw Error(fmt::format("give the press settings in the --press spec or as flags, not both ({} with --press {})",
+                              o.press_flags.front(), o.press_spec));
+    return;  // validated when parsed
+  }
   if (o.press.name == "none" && (o.budget_set || o.ratio_set)) {
     throw Error(fmt::format("{} has no effect without a press: add --press snapkv (or another policy)",
                             o.budget_set ? "--budget" : "--compression-ratio"));
@@ -145,7 +151,8 @@ int run_command(const RunOptions& opt) {
   const int64_t n_prompt = static_cast<int64_t>(ctx_tokens.size() + q_tokens.size());
   // As before the library learned to keep too-short prompts whole: a ratio that leaves fewer
   // tokens than the window, or a window not shorter than the prompt, is an error on the CLI.
-  if (o.press.name != "none") press_capacity(o.press, static_cast<int64_t>(ctx_tokens.size()));
+  const bool flags_mode = o.press_spec.empty();
+  if (flags_mode && o.press.name != "none") press_capacity(o.press, static_cast<int64_t>(ctx_tokens.size()));
 
   const int64_t n_ctx_train = engine->info().n_ctx_train;
   const int64_t n_ctx = o.n_ctx > 0 ? o.n_ctx : n_ctx_train;
@@ -169,7 +176,8 @@ int run_command(const RunOptions& opt) {
   uint64_t seed = o.seed;
   if (!o.seed_set) seed = std::random_device{}();
   go.sampling = {.temp = o.temp, .top_k = o.top_k, .top_p = o.top_p, .seed = seed};
-  go.press = to_spec(o.press);
+  go.press = flags_mode ? to_spec(o.press) : PressSpec::parse(o.press_spec);
+  const PressSpec canonical = make_press(go.press)->spec();  // every key with its value, for the report
   const bool progress = !o.json && stderr_is_tty() && n_prompt >= 256;
   go.on_prefill_progress = [&](int done, int total) {
     if (progress) draw_progress("prefill", done, total);
@@ -215,14 +223,29 @@ int run_command(const RunOptions& opt) {
     j["threads"] = o.threads;
     j["kv_type"] = o.kv_type;
     j["press"] = o.press.name;
-    j["press_spec"] = go.press.to_string();
+    j["press_spec"] = canonical.to_string();
     j["compressed"] = st.compressed;
     j["compression_note"] = st.compression_note;
-    j["budget"] = o.press.name == "none" ? 0 : press_capacity(o.press, static_cast<int64_t>(ctx_tokens.size()));
-    j["compression_ratio"] = o.ratio_set ? nlohmann::json(o.press.compression_ratio) : nlohmann::json(nullptr);
-    j["window"] = o.press.window;
-    j["kernel"] = o.press.kernel;
-    j["pool"] = pool_name(o.press.pool);
+    if (flags_mode) {
+      j["budget"] = o.press.name == "none" ? 0 : press_capacity(o.press, static_cast<int64_t>(ctx_tokens.size()));
+      j["compression_ratio"] = o.ratio_set ? nlohmann::json(o.press.compression_ratio) : nlohmann::json(nullptr);
+      j["window"] = o.press.window;
+      j["kernel"] = o.press.kernel;
+      j["pool"] = pool_name(o.press.pool);
+    } else {
+      // From the spec: the capacity the press used (the prompt length when it kept everything).
+      j["budget"] = st.compressed ? st.budget : static_cast<int64_t>(ctx_tokens.size());
+      auto key = [&canonical](const char* k) -> nlohmann::json {
+        const auto v = canonical.get(k);
+        if (!v) return nlohmann::json(nullptr);
+        const auto num = nlohmann::json::parse(*v, nullptr, false);  // numbers as numbers, words as text
+        return num.is_number() ? num : nlohmann::json(*v);
+      };
+      j["compression_ratio"] = key("ratio");
+      j["window"] = key("window");
+      j["kernel"] = key("kernel");
+      j["pool"] = key("pool");
+    }
     j["compression_ms"] = st.compression_ms;
     j["kept_tokens_per_layer"] = st.kept_tokens_per_layer;
     j["seed"] = seed;

@@ -155,5 +155,55 @@ TEST(CliPress, BadValuesGiveClearErrors) {
   }
 }
 
+// --press also takes a whole spec (what the server and the evaluation harness pass): the same
+// selection as the flags, allocators over any scorer, strict errors, short prompts kept whole.
+TEST(CliPress, PressSpecsEqualFlagsAndReachEveryAllocator) {
+  const std::string stories = (shared_dir() / "models" / "stories260K.gguf").string();
+  std::string p = "Once upon a time, there was a little girl named Lily.";
+  for (int i = 0; i < 12; ++i) p += " She loved to play outside in the park with her friends.";
+  auto run = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"-m", stories, "-p", p, "-n", "16", "--ignore-eos"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run_json(args);
+  };
+  const json flags = run({"--press", "snapkv", "--budget", "48", "--window", "16", "--pool", "avg"});
+  const json spec = run({"--press", "snapkv:budget=48,window=16,pool=avg"});
+  ASSERT_FALSE(flags.empty());
+  ASSERT_FALSE(spec.empty());
+  EXPECT_EQ(spec["generated_token_ids"], flags["generated_token_ids"]);
+  EXPECT_EQ(spec["kv_cache_bytes"], flags["kv_cache_bytes"]);
+  EXPECT_EQ(spec["press_spec"], flags["press_spec"]);
+  EXPECT_EQ(spec["window"], 16);
+  EXPECT_EQ(spec["pool"], "avg");
+  // AdaKV's allocation over K-norm scores: heads get different budgets, the layer total is fixed.
+  const json ada = run({"--press", "knorm:alloc=ada,budget=48,window=16"});
+  ASSERT_FALSE(ada.empty());
+  EXPECT_TRUE(ada["compressed"].get<bool>());
+  EXPECT_EQ(ada["kv_cache_bytes"], flags["kv_cache_bytes"]);  // same totals as uniform snapkv
+  EXPECT_EQ(ada["kernel"], nullptr);                          // knorm has no pooling kernel
+  // A prompt not longer than window + sinks is kept whole and says so (with the flags, a ratio on
+  // such a prompt is an error, as before).
+  const json whole = run_json({"-m", stories, "-p", "Once upon a time", "-n", "4", "--press", "snapkv:ratio=0.5"});
+  ASSERT_FALSE(whole.empty());
+  EXPECT_FALSE(whole["compressed"].get<bool>());
+  EXPECT_NE(whole["compression_note"].get<std::string>().find("window"), std::string::npos);
+  EXPECT_EQ(whole["kv_cache_bytes"], whole["kv_cache_bytes_full"]);
+  // Errors name what is wrong.
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+      {{"--press", "snapkv:budget=48", "--window", "8"}, "not both"},
+      {{"--press", "snapkv:kernel=4"}, "kernel"},
+      {{"--press", "knorm:pool=max"}, "pool"},
+      {{"--press", "snapkv:budget"}, "budget"},
+      {{"--press", "nosuch:budget=3"}, "nosuch"},
+  };
+  for (const auto& [args, needle] : bad) {
+    std::vector<std::string> a = {"run", "-m", stories, "-p", p, "-n", "2"};
+    a.insert(a.end(), args.begin(), args.end());
+    const auto r = run_cli(a);
+    EXPECT_NE(r.rc, 0) << needle;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << "stderr: " << r.err;
+  }
+}
+
 }  // namespace
 }  // namespace snapkv::test
