@@ -63,7 +63,7 @@ Session::Session(std::shared_ptr<const Model> model, SessionOptions opt)
   if (opt_.press.name != "none") press_ = make_press(opt_.press);
   const int64_t chunk = std::min<int64_t>(opt_.prefill_chunk, n_ctx_);
   buf_ = std::make_unique<ForwardBuffers>(c, chunk);
-  attn_ws_ = std::make_unique<AttentionWorkspace>(model_->attention_params(0), n_ctx_, chunk);
+  attn_ws_ = std::make_unique<AttentionWorkspace>(model_->attention_params(0), chunk);
   h_dec_.resize(static_cast<size_t>(c.n_embd));
   tmp_dec_.resize(static_cast<size_t>(c.n_embd));
   logits_.resize(static_cast<size_t>(c.n_vocab));

@@ -162,7 +162,7 @@ TEST(CompressedAttentionKernel, MatchesNaiveLoopOverKeptTriples) {
         for (const int window : {0, 100}) {
           AttentionParams p = m->attention_params(il);
           p.window = window;
-          AttentionWorkspace ws(p, L + 16, 32);
+          AttentionWorkspace ws(p, 32);
           const size_t nq = qpos_list.size();
           std::vector<float> q(nq * qrow);
           for (auto& x : q) x = 2.0f * nd(rng);

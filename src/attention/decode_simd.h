@@ -1,0 +1,183 @@
+// Register-tiled inner loops of the split-K decode attention kernel (attention/decode.cpp): the
+// scores of a few query heads against a block of keys, and the probability-weighted sum of the
+// block's value rows. AVX-512 tiles when available; otherwise the row helpers of simd.h (AVX2 or
+// scalar), one (head, key) pair at a time.
+//
+// Scores are bit-identical to the simd.h dot helpers whatever the path: with AVX-512 each
+// (head, key) pair accumulates in one 16-lane register whose lanes 0-7 / 8-15 receive exactly the
+// products that dot_f32 / dot_f32_f16 put in their two 8-lane accumulators, the 8-element tail goes
+// to lanes 0-7 as it goes to their first accumulator, and the final reduction is the same hsum().
+// Weighted V sums are accumulated per output element in ascending key order with one FMA per key,
+// as axpy_f32 / axpy_f16 do.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "attention/simd.h"
+
+#if defined(__AVX512F__) && SNAPKV_ATTN_AVX2
+#define SNAPKV_ATTN_AVX512 1
+#endif
+
+namespace snapkv::attn {
+
+/// Element type of a cache row: uint16_t (IEEE half) or float.
+template <typename T>
+inline float dot_row(const float* q, const T* k, int hd, bool exact) {
+  if constexpr (sizeof(T) == 2) {
+    return exact ? dot_f32_f16_acc64(q, k, hd) : dot_f32_f16(q, k, hd);
+  } else {
+    return exact ? dot_f32_acc64(q, k, hd) : dot_f32(q, k, hd);
+  }
+}
+
+template <typename T>
+inline void axpy_row(float* y, float a, const T* x, int hd) {
+  if constexpr (sizeof(T) == 2) {
+    axpy_f16(y, a, x, hd);
+  } else {
+    axpy_f32(y, a, x, hd);
+  }
+}
+
+#if SNAPKV_ATTN_AVX512
+// The zero-masking forms with a full mask compile to the plain instructions; the plain intrinsics
+// trip GCC 12's -Wmaybe-uninitialized on their internal _mm512_undefined_ps().
+/// 16 lanes of a cache row as f32.
+inline __m512 load16(const float* x) { return _mm512_loadu_ps(x); }
+inline __m512 load16(const uint16_t* x) {
+  return _mm512_maskz_cvtph_ps(0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)));
+}
+/// Lanes 0-7 and 8-15.
+inline __m256 low8(__m512 v) { return _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xFF, _mm512_castps_pd(v), 0)); }
+inline __m256 high8(__m512 v) { return _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xFF, _mm512_castps_pd(v), 1)); }
+inline __m256 load8(const float* x) { return _mm256_loadu_ps(x); }
+inline __m256 load8(const uint16_t* x) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x))); }
+
+/// S[h * s_stride + j] = scale * dot(q[h], K[j]) for h < NH, j < NJ (hd % 8 == 0): the
+/// accumulation of dot_f32 / dot_f32_f16 (see the file comment), NH x NJ registers.
+template <int NH, int NJ, typename T>
+inline void scores_tile(const float* const* q, const T* K, int hd, float scale, float* S, int s_stride) {
+  __m512 acc[NH][NJ];
+  for (int h = 0; h < NH; ++h)
+    for (int j = 0; j < NJ; ++j) acc[h][j] = _mm512_setzero_ps();
+  const int hd16 = hd / 16 * 16;
+  for (int d = 0; d < hd16; d += 16) {
+    __m512 kv[NJ];
+    for (int j = 0; j < NJ; ++j) kv[j] = load16(K + static_cast<size_t>(j) * hd + d);
+    for (int h = 0; h < NH; ++h) {
+      const __m512 qv = _mm512_loadu_ps(q[h] + d);
+      for (int j = 0; j < NJ; ++j) acc[h][j] = _mm512_fmadd_ps(qv, kv[j], acc[h][j]);
+    }
+  }
+  for (int h = 0; h < NH; ++h) {
+    for (int j = 0; j < NJ; ++j) {
+      __m256 lo = low8(acc[h][j]);
+      const __m256 hi = high8(acc[h][j]);
+      if (hd16 < hd)
+        lo = _mm256_fmadd_ps(_mm256_loadu_ps(q[h] + hd16), load8(K + static_cast<size_t>(j) * hd + hd16), lo);
+      S[h * s_stride + j] = scale * hsum(_mm256_add_ps(lo, hi));
+    }
+  }
+}
+
+/// acc[h][d0 .. d0 + 16 * NV) += sum_j P[h * p_stride + j] * V[j][d0 .. d0 + 16 * NV) for h < NH,
+/// j ascending: NH x NV accumulators stay in registers over the block.
+template <int NH, int NV, typename T>
+inline void pv_tile(const float* P, int p_stride, const T* V, int nk, int hd, int d0, float* const* acc) {
+  __m512 a[NH][NV];
+  for (int h = 0; h < NH; ++h)
+    for (int v = 0; v < NV; ++v) a[h][v] = _mm512_loadu_ps(acc[h] + d0 + 16 * v);
+  const T* row = V + d0;
+  for (int j = 0; j < nk; ++j, row += hd) {
+    __m512 x[NV];
+    for (int v = 0; v < NV; ++v) x[v] = load16(row + 16 * v);
+    for (int h = 0; h < NH; ++h) {
+      const __m512 w = _mm512_set1_ps(P[h * p_stride + j]);
+      for (int v = 0; v < NV; ++v) a[h][v] = _mm512_fmadd_ps(w, x[v], a[h][v]);
+    }
+  }
+  for (int h = 0; h < NH; ++h)
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(acc[h] + d0 + 16 * v, a[h][v]);
+}
+
+/// Same over [d0, d0 + 8) with 8-lane registers (the tail of an hd % 16 == 8 row).
+template <int NH, typename T>
+inline void pv_tile8(const float* P, int p_stride, const T* V, int nk, int hd, int d0, float* const* acc) {
+  __m256 a[NH];
+  for (int h = 0; h < NH; ++h) a[h] = _mm256_loadu_ps(acc[h] + d0);
+  const T* row = V + d0;
+  for (int j = 0; j < nk; ++j, row += hd) {
+    const __m256 x = load8(row);
+    for (int h = 0; h < NH; ++h) a[h] = _mm256_fmadd_ps(_mm256_set1_ps(P[h * p_stride + j]), x, a[h]);
+  }
+  for (int h = 0; h < NH; ++h) _mm256_storeu_ps(acc[h] + d0, a[h]);
+}
+
+template <int NH, typename T>
+inline void scores_heads(const float* const* q, const T* K, int nk, int hd, float scale, float* S, int s_stride) {
+  int j = 0;
+  for (; j + 4 <= nk; j += 4) scores_tile<NH, 4>(q, K + static_cast<size_t>(j) * hd, hd, scale, S + j, s_stride);
+  for (; j < nk; ++j) scores_tile<NH, 1>(q, K + static_cast<size_t>(j) * hd, hd, scale, S + j, s_stride);
+}
+
+template <int NH, typename T>
+inline void pv_heads(const float* P, int p_stride, const T* V, int nk, int hd, float* const* acc) {
+  int d = 0;
+  for (; d + 64 <= hd; d += 64) pv_tile<NH, 4>(P, p_stride, V, nk, hd, d, acc);
+  for (; d + 16 <= hd; d += 16) pv_tile<NH, 1>(P, p_stride, V, nk, hd, d, acc);
+  if (d < hd) pv_tile8<NH>(P, p_stride, V, nk, hd, d, acc);
+}
+#endif
+
+/// Most query heads one tile handles (a task with more heads per KV head runs several tiles).
+constexpr int kHeadTile = 4;
+
+/// S[h * s_stride + j] = scale * dot(q[h], K[j]) for h < nh <= kHeadTile, j < nk; K rows
+/// contiguous [nk][hd]. `exact`: products summed in double (dot_f32_f16_acc64 / dot_f32_acc64).
+template <typename T>
+inline void scores_block(const float* const* q, int nh, const T* K, int nk, int hd, float scale, bool exact, float* S,
+                         int s_stride) {
+#if SNAPKV_ATTN_AVX512
+  if (!exact && hd % 8 == 0) {
+    switch (nh) {
+      case 1:
+        return scores_heads<1>(q, K, nk, hd, scale, S, s_stride);
+      case 2:
+        return scores_heads<2>(q, K, nk, hd, scale, S, s_stride);
+      case 3:
+        return scores_heads<3>(q, K, nk, hd, scale, S, s_stride);
+      default:
+        return scores_heads<4>(q, K, nk, hd, scale, S, s_stride);
+    }
+  }
+#endif
+  for (int h = 0; h < nh; ++h)
+    for (int j = 0; j < nk; ++j)
+      S[h * s_stride + j] = scale * dot_row(q[h], K + static_cast<size_t>(j) * hd, hd, exact);
+}
+
+/// acc[h][:] += sum_j P[h * p_stride + j] * V[j][:] for h < nh <= kHeadTile, j ascending for
+/// every element; V rows contiguous [nk][hd]. Zero probabilities are multiplied like any other.
+template <typename T>
+inline void pv_block(const float* P, int p_stride, int nh, const T* V, int nk, int hd, float* const* acc) {
+#if SNAPKV_ATTN_AVX512
+  if (hd % 8 == 0) {
+    switch (nh) {
+      case 1:
+        return pv_heads<1>(P, p_stride, V, nk, hd, acc);
+      case 2:
+        return pv_heads<2>(P, p_stride, V, nk, hd, acc);
+      case 3:
+        return pv_heads<3>(P, p_stride, V, nk, hd, acc);
+      default:
+        return pv_heads<4>(P, p_stride, V, nk, hd, acc);
+    }
+  }
+#endif
+  for (int j = 0; j < nk; ++j)
+    for (int h = 0; h < nh; ++h) axpy_row(acc[h], P[h * p_stride + j], V + static_cast<size_t>(j) * hd, hd);
+}
+
+}  // namespace snapkv::attn
