@@ -52,33 +52,76 @@ inline __m512 load16(const uint16_t* x) {
 /// Lanes 0-7 and 8-15.
 inline __m256 low8(__m512 v) { return _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xFF, _mm512_castps_pd(v), 0)); }
 inline __m256 high8(__m512 v) { return _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xFF, _mm512_castps_pd(v), 1)); }
+template <int Imm>
+inline __m512 shuffle_f32x4(__m512 a, __m512 b) {
+  return _mm512_maskz_shuffle_f32x4(0xFFFF, a, b, Imm);
+}
 inline __m256 load8(const float* x) { return _mm256_loadu_ps(x); }
 inline __m256 load8(const uint16_t* x) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x))); }
 
-/// S[h * s_stride + j] = scale * dot(q[h], K[j]) for h < NH, j < NJ (hd % 8 == 0): the
-/// accumulation of dot_f32 / dot_f32_f16 (see the file comment), NH x NJ registers.
+/// The 16 horizontal sums of a[0..16) at once: lane i = hsum(low8(a[i]) + high8(a[i])), added in
+/// hsum()'s order (with x = low8 + high8: ((x0 + x4) + (x1 + x5)) + ((x2 + x6) + (x3 + x7))), as
+/// a transposing tree of 15 adds and 28 shuffles instead of 16 separate reductions.
+inline __m512 hsum16(const __m512* a) {
+  __m512 x[8], y[4], z[2];
+  // x[i] = [low8 + high8 of a[2i] | of a[2i + 1]]
+  for (int i = 0; i < 8; ++i)
+    x[i] = _mm512_add_ps(shuffle_f32x4<_MM_SHUFFLE(1, 0, 1, 0)>(a[2 * i], a[2 * i + 1]),
+                         shuffle_f32x4<_MM_SHUFFLE(3, 2, 3, 2)>(a[2 * i], a[2 * i + 1]));
+  // 128-bit lane L of y[i]: t_k = x_k + x_(k+4), k < 4, of a[4i + L]
+  for (int i = 0; i < 4; ++i)
+    y[i] = _mm512_add_ps(shuffle_f32x4<_MM_SHUFFLE(2, 0, 2, 0)>(x[2 * i], x[2 * i + 1]),
+                         shuffle_f32x4<_MM_SHUFFLE(3, 1, 3, 1)>(x[2 * i], x[2 * i + 1]));
+  // lane L of z[i]: (t0 + t1, t2 + t3) of a[8i + L], then of a[8i + 4 + L]
+  for (int i = 0; i < 2; ++i)
+    z[i] = _mm512_add_ps(_mm512_shuffle_ps(y[2 * i], y[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_ps(y[2 * i], y[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+  // element e of lane L of w: (t0 + t1) + (t2 + t3) of a[4e + L]; transposed back to lane order
+  const __m512 w = _mm512_add_ps(_mm512_shuffle_ps(z[0], z[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm512_shuffle_ps(z[0], z[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm512_maskz_permutexvar_ps(0xFFFF, _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15),
+                                     w);
+}
+
+/// Elements [0, 8) of a row zero-extended to 16 lanes.
+inline __m512 load8z(const float* x) { return _mm512_maskz_loadu_ps(0x00FF, x); }
+inline __m512 load8z(const uint16_t* x) {
+  return _mm512_maskz_cvtph_ps(0x00FF, _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x))));
+}
+
+/// S[h * s_stride + j] = scale * dot(q[h], K[j]) for h < NH, j < NJ, NH * NJ <= 16 (hd % 8 == 0):
+/// the accumulation of dot_f32 / dot_f32_f16 (see the file comment; the 8-element tail goes to
+/// lanes 0-7 only), one register per (head, key); tiles of 8 or more pairs reduce with hsum16.
 template <int NH, int NJ, typename T>
 inline void scores_tile(const float* const* q, const T* K, int hd, float scale, float* S, int s_stride) {
-  __m512 acc[NH][NJ];
-  for (int h = 0; h < NH; ++h)
-    for (int j = 0; j < NJ; ++j) acc[h][j] = _mm512_setzero_ps();
+  static_assert(NH * NJ <= 16);
+  __m512 acc[16];
+  for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
   const int hd16 = hd / 16 * 16;
   for (int d = 0; d < hd16; d += 16) {
     __m512 kv[NJ];
     for (int j = 0; j < NJ; ++j) kv[j] = load16(K + static_cast<size_t>(j) * hd + d);
     for (int h = 0; h < NH; ++h) {
       const __m512 qv = _mm512_loadu_ps(q[h] + d);
-      for (int j = 0; j < NJ; ++j) acc[h][j] = _mm512_fmadd_ps(qv, kv[j], acc[h][j]);
+      for (int j = 0; j < NJ; ++j) acc[h * NJ + j] = _mm512_fmadd_ps(qv, kv[j], acc[h * NJ + j]);
     }
   }
-  for (int h = 0; h < NH; ++h) {
-    for (int j = 0; j < NJ; ++j) {
-      __m256 lo = low8(acc[h][j]);
-      const __m256 hi = high8(acc[h][j]);
-      if (hd16 < hd)
-        lo = _mm256_fmadd_ps(_mm256_loadu_ps(q[h] + hd16), load8(K + static_cast<size_t>(j) * hd + hd16), lo);
-      S[h * s_stride + j] = scale * hsum(_mm256_add_ps(lo, hi));
+  if (hd16 < hd) {
+    for (int h = 0; h < NH; ++h) {
+      const __m512 qv = load8z(q[h] + hd16);
+      for (int j = 0; j < NJ; ++j)
+        acc[h * NJ + j] =
+            _mm512_mask3_fmadd_ps(qv, load8z(K + static_cast<size_t>(j) * hd + hd16), acc[h * NJ + j], 0x00FF);
     }
+  }
+  if constexpr (NH * NJ >= 8) {
+    alignas(64) float r[16];
+    _mm512_store_ps(r, _mm512_mul_ps(hsum16(acc), _mm512_set1_ps(scale)));
+    for (int h = 0; h < NH; ++h)
+      for (int j = 0; j < NJ; ++j) S[h * s_stride + j] = r[h * NJ + j];
+  } else {
+    for (int i = 0; i < NH * NJ; ++i)
+      S[i / NJ * s_stride + i % NJ] = scale * hsum(_mm256_add_ps(low8(acc[i]), high8(acc[i])));
   }
 }
 
@@ -115,10 +158,12 @@ inline void pv_tile8(const float* P, int p_stride, const T* V, int nk, int hd, i
   for (int h = 0; h < NH; ++h) _mm256_storeu_ps(acc[h] + d0, a[h]);
 }
 
+/// Scores of NH heads over nk keys: tiles of 16 / NH keys (4 for NH = 3), then single keys.
 template <int NH, typename T>
 inline void scores_heads(const float* const* q, const T* K, int nk, int hd, float scale, float* S, int s_stride) {
+  constexpr int NJ = NH == 3 ? 4 : 16 / NH;
   int j = 0;
-  for (; j + 4 <= nk; j += 4) scores_tile<NH, 4>(q, K + static_cast<size_t>(j) * hd, hd, scale, S + j, s_stride);
+  for (; j + NJ <= nk; j += NJ) scores_tile<NH, NJ>(q, K + static_cast<size_t>(j) * hd, hd, scale, S + j, s_stride);
   for (; j < nk; ++j) scores_tile<NH, 1>(q, K + static_cast<size_t>(j) * hd, hd, scale, S + j, s_stride);
 }
 
