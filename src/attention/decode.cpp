@@ -78,7 +78,7 @@ void run_split(const AttentionParams& p, const float* q, const KVHeadCache& hc, 
           lsum *= static_cast<double>(corr);
           attn::scale_f32(acc[t], corr, hd);
         }
-        lsum += attn::exp_sum_row(Sr, nk, m_new, Sr);
+        lsum += attn::exp_sum_block(Sr, nk, m_new);
         m = m_new;
         l = static_cast<float>(lsum);
       }

@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "attention/simd.h"
+#include "attention/softmax_simd.h"
 
 #if defined(__AVX512F__) && SNAPKV_ATTN_AVX2
 #define SNAPKV_ATTN_AVX512 1
@@ -158,6 +159,35 @@ inline void pv_tile8(const float* P, int p_stride, const T* V, int nk, int hd, i
   for (int h = 0; h < NH; ++h) _mm256_storeu_ps(acc[h] + d0, a[h]);
 }
 
+/// e^x for 16 lanes: exp8()'s operations lane for lane (the same results, NaN and range
+/// conventions included: 0 below kExpMinArg, FLT_MAX above 88.72, all-ones NaN for a NaN).
+inline __m512 exp16(__m512 x) {
+  const __mmask16 is_nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+  const __mmask16 too_small = _mm512_cmp_ps_mask(x, _mm512_set1_ps(kExpMinArg), _CMP_LT_OQ);
+  x = _mm512_maskz_min_ps(0xFFFF, _mm512_maskz_max_ps(0xFFFF, x, _mm512_set1_ps(kExpMinArg)),
+                          _mm512_set1_ps(88.72283f));
+  const __m512 n = _mm512_maskz_roundscale_ps(0xFFFF, _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  const __m512i ni = _mm512_maskz_cvtps_epi32(0xFFFF, n);
+  const __m512i h = _mm512_maskz_srai_epi32(0xFFFF, ni, 1);
+  const __m512 s1 =
+      _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, _mm512_add_epi32(h, _mm512_set1_epi32(127)), 23));
+  const __m512 s2 = _mm512_castsi512_ps(
+      _mm512_maskz_slli_epi32(0xFFFF, _mm512_add_epi32(_mm512_sub_epi32(ni, h), _mm512_set1_epi32(127)), 23));
+  const __m512 e = _mm512_maskz_mov_ps(static_cast<__mmask16>(~too_small), _mm512_mul_ps(_mm512_mul_ps(p, s1), s2));
+  return _mm512_mask_mov_ps(e, is_nan, _mm512_castsi512_ps(_mm512_set1_epi32(-1)));
+}
+
 /// Scores of NH heads over nk keys: tiles of 16 / NH keys (4 for NH = 3), then single keys.
 template <int NH, typename T>
 inline void scores_heads(const float* const* q, const T* K, int nk, int hd, float scale, float* S, int s_stride) {
@@ -223,6 +253,35 @@ inline void pv_block(const float* P, int p_stride, int nh, const T* V, int nk, i
 #endif
   for (int j = 0; j < nk; ++j)
     for (int h = 0; h < nh; ++h) axpy_row(acc[h], P[h * p_stride + j], V + static_cast<size_t>(j) * hd, hd);
+}
+
+/// Writes s[j] = e^(s[j] - m) for j < n and returns their sum (in double); m finite. The
+/// exponentials are exp8()'s (exp_or_zero() without AVX2); the summation order is this function's.
+inline double exp_sum_block(float* s, int n, float m) {
+#if SNAPKV_ATTN_AVX512
+  const __m512 vm = _mm512_set1_ps(m);
+  __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd();
+  auto add = [&](__m512 e) {
+    a0 = _mm512_add_pd(a0, _mm512_maskz_cvtps_pd(0xFF, low8(e)));
+    a1 = _mm512_add_pd(a1, _mm512_maskz_cvtps_pd(0xFF, high8(e)));
+  };
+  int j = 0;
+  for (; j + 16 <= n; j += 16) {
+    const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(s + j), vm));
+    _mm512_storeu_ps(s + j, e);
+    add(e);
+  }
+  if (j < n) {
+    const auto k = static_cast<__mmask16>((1u << (n - j)) - 1);
+    const __m512 e = exp16(_mm512_sub_ps(_mm512_mask_loadu_ps(_mm512_set1_ps(kNegInf), k, s + j), vm));
+    _mm512_mask_storeu_ps(s + j, k, e);
+    add(e);
+  }
+  const __m512d a = _mm512_add_pd(a0, a1);
+  return hsum_pd(_mm256_add_pd(_mm512_maskz_extractf64x4_pd(0xF, a, 0), _mm512_maskz_extractf64x4_pd(0xF, a, 1)));
+#else
+  return exp_sum_row(s, n, m, s);
+#endif
 }
 
 }  // namespace snapkv::attn

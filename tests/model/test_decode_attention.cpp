@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -346,6 +347,37 @@ TEST(DecodeAttention, TilesEqualTheRowHelpers) {
     check_tiles<uint16_t>(hd, false);
     check_tiles<uint16_t>(hd, true);
     check_tiles<float>(hd, false);
+  }
+}
+
+#if SNAPKV_ATTN_AVX512
+TEST(DecodeAttention, Exp16EqualsExp8) {
+  std::vector<float> xs = {std::nanf(""), -INFINITY, INFINITY, -1000.0f, -87.34f, attn::kExpMinArg, -87.33f, -1.0f,
+                           -0.0f,         0.0f,      1e-8f,    0.5f,     88.7f,   88.72283f,        88.8f,   1000.0f};
+  for (float x = -100.0f; x < 100.0f; x += 0.0137f) xs.push_back(x);
+  while (xs.size() % 16 != 0) xs.push_back(-3.0f);
+  for (size_t i = 0; i < xs.size(); i += 16) {
+    alignas(64) float a[16], b[16];
+    _mm512_store_ps(a, attn::exp16(_mm512_loadu_ps(xs.data() + i)));
+    _mm256_store_ps(b, attn::exp8(_mm256_loadu_ps(xs.data() + i)));
+    _mm256_store_ps(b + 8, attn::exp8(_mm256_loadu_ps(xs.data() + i + 8)));
+    ASSERT_EQ(std::memcmp(a, b, sizeof a), 0) << "at x = " << xs[i];
+  }
+}
+#endif
+
+TEST(DecodeAttention, ExpSumBlockMatchesTheRowHelper) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.0f, 4.0f);
+  for (int n = 1; n <= 64; ++n) {
+    std::vector<float> s(static_cast<size_t>(n));
+    for (auto& x : s) x = nd(rng);
+    const float m = *std::max_element(s.begin(), s.end());
+    std::vector<float> e(s.size());
+    const double want = attn::exp_sum_row(s.data(), n, m, e.data());
+    const double got = attn::exp_sum_block(s.data(), n, m);
+    EXPECT_EQ(s, e) << n;
+    EXPECT_NEAR(got, want, 1e-12 * want) << n;
   }
 }
 
