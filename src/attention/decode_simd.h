@@ -116,10 +116,10 @@ inline void scores_tile(const float* const* q, const T* K, int hd, float scale, 
     }
   }
   if constexpr (NH * NJ >= 8) {
-    alignas(64) float r[16];
-    _mm512_store_ps(r, _mm512_mul_ps(hsum16(acc), _mm512_set1_ps(scale)));
+    // Lanes [h * NJ, (h + 1) * NJ) go to S[h * s_stride + (0 .. NJ)] (s_stride >= NJ).
+    const __m512 r = _mm512_mul_ps(hsum16(acc), _mm512_set1_ps(scale));
     for (int h = 0; h < NH; ++h)
-      for (int j = 0; j < NJ; ++j) S[h * s_stride + j] = r[h * NJ + j];
+      _mm512_mask_storeu_ps(S + h * (s_stride - NJ), static_cast<__mmask16>(((1u << NJ) - 1) << (h * NJ)), r);
   } else {
     for (int i = 0; i < NH * NJ; ++i)
       S[i / NJ * s_stride + i % NJ] = scale * hsum(_mm256_add_ps(low8(acc[i]), high8(acc[i])));
