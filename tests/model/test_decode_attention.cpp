@@ -129,9 +129,10 @@ TEST_P(DecodeVsReference, MatchesAndIsThreadIndependent) {
   const auto ref = reference(p, s);
   double worst = 0;
   for (size_t i = 0; i < out.size(); ++i) worst = std::max(worst, std::fabs(out[i] - ref[i]));
-  // f32 scores and accumulation only (the query's F16 rounding is in the reference); measured
-  // <= 9e-7, 6.5e-6 with the peakiest keys (k_scale 20: scores up to ~100).
-  EXPECT_LT(worst, 2e-5);
+  // f32 scores and accumulation only (the query's F16 rounding is in the reference). The scores'
+  // rounding error grows with their magnitude: measured <= 9e-7 for k_scale 2, 6.5e-6 (AVX-512)
+  // and 2.1e-5 (scalar build, one sequential f32 sum per dot) for k_scale 20 (scores up to ~100).
+  EXPECT_LT(worst, 2e-5 * std::max(1.0f, c.k_scale / 4.0f));
   for (const int threads : {2, 3}) EXPECT_EQ(run_alone(p, s, threads), out) << "threads " << threads;
 }
 
