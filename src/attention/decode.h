@@ -20,7 +20,8 @@
 // With an F16 cache the query is rounded to F16 first and the scores use the dot helpers of the
 // non-flash path (double-summed below kExactDotBelow): ggml's rounding of K.Q. The probabilities
 // are not rounded to F16 (ggml's non-flash path rounds the normalized ones, which split-K cannot
-// know before the end); accumulation is in f32, softmax sums in double within a task.
+// know before the end). V sums accumulate in f32; each block's exponentials are summed in
+// double, the running sum l is kept in f32, and the splits are combined in double.
 #pragma once
 
 #include <cstddef>
@@ -42,7 +43,7 @@ struct DecodeQuery {
 };
 
 /// Scratch of attention_decode() for up to max_rows rows, allocated once. Its size depends on the
-/// shape and max_rows only, never on the cache lengths (see bytes_for).
+/// shape and max_rows only, never on the cache lengths (see bytes_for). One call at a time.
 class DecodeWorkspace {
  public:
   static constexpr int kKeyBlock = 64;           ///< keys per online-softmax block; split boundaries are multiples
