@@ -6,6 +6,16 @@
 //                               matmul with n_tokens = 1; GB/s counts weight bytes
 //   Prefill/<type>/<what>/<rows>x<cols>/n:N/threads:T
 //                               matmul with n_tokens = N; GFLOP/s = 2*rows*cols*N / time
+//   DecodeAttn/<model>/<old|new>/keys:K/rows:R/threads:T
+//                               decode attention of R sequences (one query token each) over F16
+//                               caches of K keys; GB/s counts the K and V bytes read. "new" is
+//                               snapkv::attention_decode (split-K, all rows in one call); "old" is
+//                               a copy of the kernel it replaced (full score row per head, exact
+//                               softmax, F16 probabilities; one call per row), kept here only as
+//                               the peer. Each iteration reads another set of caches, ~640 MB in
+//                               all (more than the L3), as a decode step reads every layer's cache;
+//                               ".../warm" reads one 1 MB set again and again (cache-resident: the
+//                               compute ceiling).
 // Shapes: Gemma 3 270M Q4_K_M (n_embd 640, n_ff 2048, q 1024 rows, k/v 256, vocab 262144 Q8_0)
 // with its tensor types, the synthetic SmolLM2-shaped Q8_0 model (576 / 1536 / 49152), and
 // large "stream" matrices (> L3) per type to measure memory-bound decode.
@@ -18,6 +28,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -26,8 +37,13 @@
 #include <string>
 #include <vector>
 
+#include "attention/decode.h"
+#include "attention/positions.h"
+#include "attention/prefill.h"
+#include "attention/simd.h"
 #include "core/fp16.h"
 #include "core/ggml_type.h"
+#include "kv/kv_cache.h"
 #include "quant/quant.h"
 
 namespace {
@@ -145,6 +161,244 @@ void run_matmul(benchmark::State& st, Shape s, int64_t n, int threads) {
 /// shared machine the mean mostly measures the neighbours). Rates then read "max".
 double min_of(const std::vector<double>& v) { return v.empty() ? 0.0 : *std::min_element(v.begin(), v.end()); }
 
+// ---- Decode attention ----
+
+/// The decode kernel snapkv used before attention_decode (src/attention/attention.cpp at f3b1e87),
+/// kept only as this benchmark's peer. One query (one row): the full score row of every head in a
+/// [n_head][max_keys] buffer, maxima per block of 128 keys, exponentials and double sums against
+/// the head maximum, normalized probabilities rounded to F16 (F16 cache) times V per block, blocks
+/// reduced in order; three parallel phases (two barriers) on omp_get_max_threads() threads.
+class OldDecode {
+ public:
+  static constexpr int64_t kBlock = 128;
+  OldDecode(const snapkv::AttentionParams& p, int64_t max_keys)
+      : max_keys_(max_keys), nb_max_((max_keys + kBlock - 1) / kBlock + 1) {
+    const auto nh = static_cast<size_t>(p.n_head), hd = static_cast<size_t>(p.head_dim);
+    const auto nb = static_cast<size_t>(nb_max_);
+    scores_.resize(nh * static_cast<size_t>(max_keys));
+    partial_.resize(nh * nb * hd);
+    bmax_.resize(nh * nb);
+    bsum_.resize(nh * nb);
+    off_.resize(static_cast<size_t>(p.n_head_kv) + 1);
+    jb_.resize(static_cast<size_t>(p.n_head_kv));
+    je_.resize(static_cast<size_t>(p.n_head_kv));
+    q16_.resize(nh * hd);
+  }
+
+  void run(const snapkv::AttentionParams& p, const float* q, int64_t qp, const snapkv::KVLayerCache& cache,
+           float* out) {
+    namespace attn = snapkv::attn;
+    const int G = p.n_head / p.n_head_kv, hd = p.head_dim;
+    const bool f16 = cache.heads[0].type() == snapkv::KVType::F16;
+    const float* qa = q;
+    if (f16) {
+      attn::round_f16_row(q, q16_.data(), static_cast<int64_t>(q16_.size()));
+      qa = q16_.data();
+    }
+    int64_t *off = off_.data(), *JB = jb_.data(), *JE = je_.data();
+    off[0] = 0;
+    int64_t total_keys = 0;
+    for (int g = 0; g < p.n_head_kv; ++g) {
+      const snapkv::KVHeadCache& hc = cache.heads[static_cast<size_t>(g)];
+      JE[g] = attn::upper_index(hc.pos_data(), hc.size(), qp);
+      JB[g] = p.window > 0 ? attn::lower_index(hc.pos_data(), JE[g], qp - p.window + 1) : 0;
+      total_keys += JE[g] - JB[g];
+      off[g + 1] = off[g] + (JE[g] - JB[g] + kBlock - 1) / kBlock;
+    }
+    const int64_t n_tasks = off[p.n_head_kv], nb_max = nb_max_, max_keys = max_keys_;
+    float *scores = scores_.data(), *partial = partial_.data(), *bmax = bmax_.data();
+    double* bsum = bsum_.data();
+    auto task_range = [&](int64_t task, int& g, int64_t& b, int64_t& j0, int64_t& j1) {
+      g = static_cast<int>(std::upper_bound(off, off + p.n_head_kv + 1, task) - off) - 1;
+      b = task - off[g];
+      j0 = JB[g] + b * kBlock;
+      j1 = std::min(JE[g], j0 + kBlock);
+    };
+    const bool par = total_keys * G * hd >= (int64_t{1} << 18);
+    auto head_max = [&](int h, int g) {
+      float mx = attn::kNegInf;
+      for (int64_t b = 0; b < off[g + 1] - off[g]; ++b) mx = std::max(mx, bmax[static_cast<size_t>(h) * nb_max + b]);
+      return mx;
+    };
+    auto head_inv = [&](int h, int g) {
+      double sum = 0.0;
+      for (int64_t b = 0; b < off[g + 1] - off[g]; ++b) sum += bsum[static_cast<size_t>(h) * nb_max + b];
+      return sum > 0.0 ? static_cast<float>(1.0 / sum) : 0.0f;
+    };
+#pragma omp parallel if (par)
+    {
+#pragma omp for schedule(static)
+      for (int64_t task = 0; task < n_tasks; ++task) {
+        int g;
+        int64_t b, j0, j1;
+        task_range(task, g, b, j0, j1);
+        const snapkv::KVHeadCache& hc = cache.heads[static_cast<size_t>(g)];
+        for (int hh = 0; hh < G; ++hh) {
+          const int h = g * G + hh;
+          const float* qv = qa + static_cast<size_t>(h) * hd;
+          float* sr = scores + static_cast<size_t>(h) * max_keys;
+          float mx = attn::kNegInf;
+          for (int64_t j = j0; j < j1; ++j) {
+            float d;
+            if (f16) {
+              const uint16_t* kr = static_cast<const uint16_t*>(hc.k_data()) + j * hd;
+              d = hd < attn::kExactDotBelow ? attn::dot_f32_f16_acc64(qv, kr, hd) : attn::dot_f32_f16(qv, kr, hd);
+            } else {
+              d = attn::dot_f32(qv, static_cast<const float*>(hc.k_data()) + j * hd, hd);
+            }
+            sr[j - JB[g]] = p.scale * d;
+            mx = std::max(mx, sr[j - JB[g]]);
+          }
+          bmax[static_cast<size_t>(h) * nb_max + b] = mx;
+        }
+      }
+#pragma omp for schedule(static)
+      for (int64_t task = 0; task < n_tasks; ++task) {
+        int g;
+        int64_t b, j0, j1;
+        task_range(task, g, b, j0, j1);
+        for (int hh = 0; hh < G; ++hh) {
+          const int h = g * G + hh;
+          const float mx = head_max(h, g);
+          float* sr = scores + static_cast<size_t>(h) * max_keys;
+          double sum = 0.0;
+          for (int64_t j = j0; j < j1; ++j) {
+            const float e = std::exp(sr[j - JB[g]] - mx);
+            sr[j - JB[g]] = e;
+            sum += static_cast<double>(e);
+          }
+          bsum[static_cast<size_t>(h) * nb_max + b] = sum;
+        }
+      }
+#pragma omp for schedule(static)
+      for (int64_t task = 0; task < n_tasks; ++task) {
+        int g;
+        int64_t b, j0, j1;
+        task_range(task, g, b, j0, j1);
+        const snapkv::KVHeadCache& hc = cache.heads[static_cast<size_t>(g)];
+        for (int hh = 0; hh < G; ++hh) {
+          const int h = g * G + hh;
+          const float inv = head_inv(h, g);
+          const float* sr = scores + static_cast<size_t>(h) * max_keys;
+          float* acc = partial + (static_cast<size_t>(h) * nb_max + static_cast<size_t>(b)) * hd;
+          std::fill(acc, acc + hd, 0.0f);
+          for (int64_t j = j0; j < j1; ++j) {
+            float pr = sr[j - JB[g]] * inv;
+            if (f16) {
+              pr = attn::round_f16(pr);
+              if (pr != 0.0f) attn::axpy_f16(acc, pr, static_cast<const uint16_t*>(hc.v_data()) + j * hd, hd);
+            } else if (pr != 0.0f) {
+              attn::axpy_f32(acc, pr, static_cast<const float*>(hc.v_data()) + j * hd, hd);
+            }
+          }
+        }
+      }
+    }
+    for (int h = 0; h < p.n_head; ++h) {
+      const int g = h / G;
+      float* o = out + static_cast<size_t>(h) * hd;
+      std::fill(o, o + hd, 0.0f);
+      for (int64_t b = 0; b < off[g + 1] - off[g]; ++b)
+        attn::axpy_f32(o, 1.0f, partial + (static_cast<size_t>(h) * nb_max + static_cast<size_t>(b)) * hd, hd);
+    }
+  }
+
+ private:
+  int64_t max_keys_, nb_max_;
+  std::vector<float> scores_, partial_, bmax_, q16_;
+  std::vector<double> bsum_;
+  std::vector<int64_t> off_, jb_, je_;
+};
+
+struct AttnShape {
+  const char* model;
+  int n_head, n_head_kv, head_dim;
+  snapkv::AttentionParams params() const {
+    return {n_head, n_head_kv, head_dim, 1.0f / std::sqrt(static_cast<float>(head_dim)), 0};
+  }
+};
+
+/// `copies` sets of `rows` sequences, each an F16 cache of `keys` entries (positions 0..keys-1)
+/// per KV head, and their queries at position keys - 1 (every key visible).
+struct DecodeData {
+  int64_t keys = 0, rows = 0, copies = 0;
+  std::vector<std::unique_ptr<snapkv::KVLayerCache>> caches;  // [copies][rows]
+  std::vector<float> q, out;                                  // [rows][n_head * head_dim]
+  std::vector<snapkv::DecodeQuery> queries;                   // [copies][rows]
+  size_t bytes_per_set = 0;                                   // K + V bytes one set reads
+};
+
+constexpr double kDecodeFootprint = 640e6;  // bytes of caches cycled through (> L3)
+
+/// Built on first use and kept until another (shape, keys, rows, warm) is asked for. warm: one
+/// set only, read again by every iteration (cache-resident when small: the compute ceiling).
+const DecodeData& decode_data(const AttnShape& s, int64_t keys, int64_t rows, bool warm) {
+  static std::string built;
+  static std::unique_ptr<DecodeData> d;
+  const std::string id = fmt::format("{}/{}/{}/{}", s.model, keys, rows, warm);
+  if (d && built == id) return *d;
+  d.reset();
+  d = std::make_unique<DecodeData>();
+  d->keys = keys;
+  d->rows = rows;
+  d->bytes_per_set = static_cast<size_t>(rows * s.n_head_kv * keys) * 2 * static_cast<size_t>(s.head_dim) * 2;
+  d->copies =
+      warm ? 1 : std::max<int64_t>(1, static_cast<int64_t>(kDecodeFootprint / static_cast<double>(d->bytes_per_set)));
+  const size_t qn = static_cast<size_t>(s.n_head) * static_cast<size_t>(s.head_dim);
+  d->q = make_x(static_cast<int64_t>(rows * static_cast<int64_t>(qn)));
+  d->out.assign(d->q.size(), 0.0f);
+  std::vector<int32_t> pos(static_cast<size_t>(keys));
+  for (int64_t j = 0; j < keys; ++j) pos[static_cast<size_t>(j)] = static_cast<int32_t>(j);
+  std::vector<float> k(static_cast<size_t>(keys) * static_cast<size_t>(s.head_dim)), v(k.size());
+  uint64_t x = 0x9E3779B97F4A7C15ull;
+  auto uniform = [&x] {  // xorshift64, [-1, 1)
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return static_cast<float>(static_cast<int64_t>(x >> 40) - (int64_t{1} << 23)) *
+           (1.0f / static_cast<float>(1 << 23));
+  };
+  for (int64_t c = 0; c < d->copies * rows; ++c) {
+    auto cache = std::make_unique<snapkv::KVLayerCache>();
+    for (int g = 0; g < s.n_head_kv; ++g) {
+      for (auto& e : k) e = 2.0f * uniform();
+      for (auto& e : v) e = uniform();
+      snapkv::KVHeadCache h(snapkv::KVType::F16, s.head_dim);
+      h.append(keys, pos.data(), k.data(), s.head_dim, v.data(), s.head_dim);
+      cache->heads.push_back(std::move(h));
+    }
+    const size_t r = static_cast<size_t>(c % rows);
+    d->queries.push_back({d->q.data() + r * qn, static_cast<int32_t>(keys - 1), cache.get(), d->out.data() + r * qn});
+    d->caches.push_back(std::move(cache));
+  }
+  built = id;
+  return *d;
+}
+
+void run_decode_attn(benchmark::State& st, AttnShape s, int64_t keys, int64_t rows, int threads, bool old, bool warm) {
+  const DecodeData& d = decode_data(s, keys, rows, warm);
+  const snapkv::AttentionParams p = s.params();
+  snapkv::DecodeWorkspace ws(p, rows);
+  OldDecode peer(p, keys);
+  omp_set_num_threads(threads);  // the old kernel's thread count (the new one takes it as an argument)
+  int64_t set = 0;
+  for (auto _ : st) {
+    const snapkv::DecodeQuery* qs = d.queries.data() + set * rows;
+    if (old) {
+      for (int64_t r = 0; r < rows; ++r) peer.run(p, qs[r].q, qs[r].pos, *qs[r].cache, qs[r].out);
+    } else {
+      snapkv::attention_decode(p, {qs, static_cast<size_t>(rows)}, ws, threads);
+    }
+    benchmark::DoNotOptimize(d.out.data());
+    benchmark::ClobberMemory();
+    set = (set + 1) % d.copies;
+  }
+  const double it = static_cast<double>(st.iterations());
+  st.counters["GB/s"] =
+      benchmark::Counter(it * static_cast<double>(d.bytes_per_set) / 1e9, benchmark::Counter::kIsRate);
+  st.counters["MB"] = static_cast<double>(d.bytes_per_set) / 1e6;
+}
+
 std::string tname(GGMLType t) { return snapkv::ggml_type_name(static_cast<uint32_t>(t)); }
 
 void register_all() {
@@ -205,6 +459,27 @@ void register_all() {
       reg(synth[1], n, th);
     }
     for (const auto& s : per_type) reg(s, 64, th);
+  }
+
+  // Decode attention: SmolLM2 (9 query heads, 3 KV heads, head_dim 64) and Gemma 3 270M (4 / 1 /
+  // 256) shapes; the (shape, keys, rows) loop is outermost so each cache set is built once.
+  const AttnShape attn_shapes[] = {{"smollm2", 9, 3, 64}, {"gemma3", 4, 1, 256}};
+  auto reg_attn = [](const AttnShape& s, int64_t keys, int64_t rows, int th, bool old, bool warm) {
+    const std::string name = fmt::format("DecodeAttn/{}/{}/keys:{}/rows:{}/threads:{}{}", s.model, old ? "old" : "new",
+                                         keys, rows, th, warm ? "/warm" : "");
+    benchmark::RegisterBenchmark(name.c_str(),
+                                 [=](benchmark::State& st) { run_decode_attn(st, s, keys, rows, th, old, warm); })
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond)
+        ->ComputeStatistics("min", min_of);
+  };
+  for (const auto& s : attn_shapes) {
+    for (const int64_t keys : {1024, 4096, 16384, 32768})
+      for (const int64_t rows : {1, 16})
+        for (const int th : {1, 2})
+          for (const bool old : {true, false}) reg_attn(s, keys, rows, th, old, false);
+    // Cache-resident (1 MB, read again each iteration): the kernels' compute ceiling.
+    for (const bool old : {true, false}) reg_attn(s, 1024, 1, 1, old, true);
   }
 }
 

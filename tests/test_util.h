@@ -3,6 +3,8 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 namespace snapkv::test {
@@ -28,5 +30,13 @@ inline std::filesystem::path binary_dir() { return SNAPKV_BINARY_DIR; }
 
 /// Source tree root (tests/data lives under it).
 inline std::filesystem::path source_dir() { return SNAPKV_SOURCE_DIR; }
+
+/// Whole file as bytes ("" if it cannot be read).
+inline std::string file_bytes(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
 
 }  // namespace snapkv::test

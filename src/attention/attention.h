@@ -6,22 +6,26 @@
 //   out_h = sum_j softmax(s)_j * v_j                       (Vaswani et al. 2017, eq. 1)
 // Prefill (several queries) uses flash-attention-style blocking (Dao et al. 2022): blocks of
 // queries x blocks of keys with an online softmax (running max and sum, rescaled), so memory is
-// linear in the prompt length. Decode (one query) computes the full score row, an exact softmax
-// and the weighted sum of V, parallel over heads and key blocks.
+// linear in the prompt length. Decode (one query) is the split-K kernel of attention/decode.h
+// (flash-decoding) with one row: its scratch does not depend on the cache length.
 // With an F16 cache the arithmetic mimics ggml's non-flash CPU path: the query is rounded to F16
-// before the K.Q products (exactly summed for head_dim < 64, as ggml's scalar tail does), and the
-// normalized probabilities are rounded to F16 before the product with V (prefill then needs the
-// final row max and sum first: a second pass over the keys, reusing the kept scores); accumulation
-// is in f32. Results do not depend on the thread count, and prefill results do not depend on how
-// a prompt is split into chunks of two or more tokens.
+// before the K.Q products (exactly summed for head_dim < 64, as ggml's scalar tail does); prefill
+// also rounds the normalized probabilities to F16 before the product with V (it then needs the
+// final row max and sum first: a second pass over the keys, reusing the kept scores), decode does
+// not (split-K never holds the normalized probabilities); accumulation is in f32. Results do not
+// depend on the thread count, and prefill results do not depend on how a prompt is split into
+// chunks of two or more tokens.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "kv/kv_cache.h"
 
 namespace snapkv {
+
+class DecodeWorkspace;
 
 /// Shape and scaling of one attention call.
 struct AttentionParams {
@@ -32,13 +36,14 @@ struct AttentionParams {
   int window = 0;      ///< 0 = full causal; else keys with q_pos - k_pos >= window are masked
 };
 
-/// Scratch memory of the attention kernels, allocated once (per Session) so decoding allocates
-/// nothing. `max_keys` bounds the entries of any head (n_ctx); `max_queries` the queries of one
-/// call (the prefill chunk).
+/// Scratch memory of the attention kernels, allocated once (per Workspace) so decoding allocates
+/// nothing. `max_queries` bounds the queries of one call (the prefill chunk). Nothing depends on
+/// the cache length except the prefill's kept-scores buffer (F16 caches), which grows on demand up
+/// to kScoreCacheMaxKeys keys per query row.
 class AttentionWorkspace {
  public:
-  AttentionWorkspace(const AttentionParams& shape, int64_t max_keys, int64_t max_queries);
-  int64_t max_keys() const { return max_keys_; }
+  AttentionWorkspace(const AttentionParams& shape, int64_t max_queries);
+  ~AttentionWorkspace();
   int64_t max_queries() const { return max_queries_; }
   /// Bytes held now (the prefill buffers grow on first use with the thread count).
   size_t bytes() const;
@@ -46,28 +51,21 @@ class AttentionWorkspace {
  private:
   friend void attention(const AttentionParams&, const float*, const int32_t*, int64_t, const KVLayerCache&, float*,
                         AttentionWorkspace&, int);
-  int64_t max_keys_;
   int64_t max_queries_;
-  std::vector<float> scores_;              ///< decode: [n_head][max_keys] scores, then exponentials
-  std::vector<float> partial_;             ///< decode: [n_head][n_key_blocks][head_dim] partial outputs
-  std::vector<float> blk_max_;             ///< decode: [n_head][n_key_blocks]
-  std::vector<double> blk_sum_;            ///< decode: [n_head][n_key_blocks]
-  std::vector<int64_t> task_off_;          ///< decode: [n_head_kv + 1] first block task of each KV head
-  std::vector<int64_t> j_begin_, j_end_;   ///< decode: [n_head_kv] visible entry range
-  std::vector<float> q16_;                 ///< queries rounded to F16 precision [max_queries][n_head][head_dim]
-  std::vector<float> thread_;              ///< prefill: per-thread block buffers
-  std::vector<double> thread_sums_;        ///< prefill: per-thread softmax sums
-  std::vector<const float*> thread_rows_;  ///< prefill: per-thread query row pointers
-  std::vector<float> score_cache_;         ///< prefill, F16 cache: per-thread scores kept between passes
-  size_t thread_floats_ = 0;               ///< prefill: floats of one thread's buffers
+  std::unique_ptr<DecodeWorkspace> decode_;  ///< decode: split-K scratch for one row
+  std::vector<float> q16_;                   ///< prefill: queries rounded to F16 [max_queries][n_head][head_dim]
+  std::vector<float> thread_;                ///< prefill: per-thread block buffers
+  std::vector<double> thread_sums_;          ///< prefill: per-thread softmax sums
+  std::vector<const float*> thread_rows_;    ///< prefill: per-thread query row pointers
+  std::vector<float> score_cache_;           ///< prefill, F16 cache: per-thread scores kept between passes
+  size_t thread_floats_ = 0;                 ///< prefill: floats of one thread's buffers
 };
 
 /// Attention of `n_q` queries over the entries of `cache` (all heads of one layer).
 /// q: [n_q][n_head][head_dim] f32 (after RoPE, unscaled); q_pos: [n_q] positions; out:
 /// [n_q][n_head][head_dim] f32. A query with no visible key gets a zero output.
 /// Runs on `n_threads` OpenMP threads (results do not depend on the count).
-/// Throws snapkv::Error if n_q or a head's entry count exceeds the workspace, shapes mismatch or
-/// n_threads < 1.
+/// Throws snapkv::Error if n_q exceeds the workspace, shapes mismatch or n_threads < 1.
 void attention(const AttentionParams& p, const float* q, const int32_t* q_pos, int64_t n_q, const KVLayerCache& cache,
                float* out, AttentionWorkspace& ws, int n_threads);
 

@@ -91,6 +91,7 @@ CLI::Validator real_in(double lo, double hi, bool lo_open, bool hi_open) {
 CLI::Validator press_arg() {
   return CLI::Validator(
       [](std::string& v) -> std::string {
+        if (v.empty()) return "must be a press name (none, snapkv, ...) or a press spec name:key=value,..., got ''";
         try {
           const PressSpec spec = PressSpec::parse(v);
           if (v.find(':') == std::string::npos) {

@@ -62,6 +62,7 @@ void add_run_options(CLI::App& run, RunOptions& o) {
          },
          "KV-cache compression policy: a name (default none), or a whole spec such as "
          "snapkv:budget=512,window=16 or knorm:alloc=ada (then without the flags below)")
+      ->default_str("none")
       ->check(press_arg());
   auto* b = run.add_option_function<int64_t>(
                    "--budget", [&o](int64_t c) { o.press.budget = c, o.budget_set = true; },

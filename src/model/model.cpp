@@ -202,10 +202,20 @@ void Model::attention_block(int il, BlockBatch& b, const float* x_normed) const 
       s.cache->heads[static_cast<size_t>(g)].append(s.n, b.pos + s.row0, B.k.data() + s.row0 * kv_dim + g * hd, kv_dim,
                                                     B.v.data() + s.row0 * kv_dim + g * hd, kv_dim);
   }
+  // Attention: spans of several rows (prefill chunks) one by one with the blocked kernel; the
+  // one-row spans (decode rows of many sequences) together in one split-K call.
   const AttentionParams ap = attention_params(il);
-  for (const BlockSpan& s : b.spans)
+  std::vector<DecodeQuery>& rows = *b.decode_rows;
+  rows.clear();
+  for (const BlockSpan& s : b.spans) {
+    if (s.n == 1) {
+      rows.push_back({B.q.data() + s.row0 * q_dim, b.pos[s.row0], s.cache, B.attn.data() + s.row0 * q_dim});
+      continue;
+    }
     attention(ap, B.q.data() + s.row0 * q_dim, b.pos + s.row0, s.n, *s.cache, B.attn.data() + s.row0 * q_dim,
               *b.attn_ws, nt);
+  }
+  if (!rows.empty()) attention_decode(ap, rows, *b.decode_ws, nt);
   matmul(L.wo, B.attn.data(), n, B.xn.data(), tc);
 }
 
@@ -218,7 +228,8 @@ void Model::forward_layer(int il, BlockBatch& b) const {
     next += s.n;
   }
   if (next != b.n) throw Error(fmt::format("block batch: spans cover {} of {} rows", next, b.n));
-  if (b.buf == nullptr || b.attn_ws == nullptr || b.tc == nullptr || b.n > b.buf->capacity)
+  if (b.buf == nullptr || b.attn_ws == nullptr || b.decode_ws == nullptr || b.decode_rows == nullptr ||
+      b.tc == nullptr || b.n > b.buf->capacity)
     throw Error(fmt::format("block batch: {} rows without buffers for them", b.n));
   run_block(il, b);
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "attention/attention.h"
+#include "attention/decode.h"
 #include "core/thread_context.h"
 #include "gguf/gguf.h"
 #include "kv/kv_cache.h"
@@ -87,8 +88,10 @@ struct BlockBatch {
   float* h = nullptr;                ///< [n x n_embd] residual stream, updated in place
   std::span<const BlockSpan> spans;  ///< cover rows 0..n-1 in order, no overlap
   ForwardBuffers* buf = nullptr;
-  AttentionWorkspace* attn_ws = nullptr;
-  ThreadContext* tc = nullptr;  ///< threads and scratch of the calling worker
+  AttentionWorkspace* attn_ws = nullptr;            ///< spans of several rows (prefill kernel)
+  DecodeWorkspace* decode_ws = nullptr;             ///< one-row spans, all in one split-K call
+  std::vector<DecodeQuery>* decode_rows = nullptr;  ///< scratch list of those rows (reused, no allocation)
+  ThreadContext* tc = nullptr;                      ///< threads and scratch of the calling worker
 };
 
 class Model {

@@ -221,6 +221,8 @@ void Engine::step(Batch& batch, Workspace& ws) const {
         b.spans = w.spans;
         b.buf = &w.buf;
         b.attn_ws = &w.attn;
+        b.decode_ws = &w.decode;
+        b.decode_rows = &w.decode_rows;
         b.tc = &w.tc;
         const bool gathered = !(parts.empty() || (rows_dec == 0 && parts.size() == 1));
         if (parts.empty()) {

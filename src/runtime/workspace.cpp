@@ -15,9 +15,6 @@ int64_t checked_rows(int64_t rows) {
   return rows;
 }
 
-// TODO(decode-attn slice): the split-K decode kernel needs no key-count bound.
-int64_t decode_keys(const Model& m) { return std::max<int64_t>(m.config().n_ctx_train, int64_t{1} << 15); }
-
 }  // namespace
 
 Workspace::Impl::Impl(const Model& m, int n_threads, int64_t rows)
@@ -25,10 +22,13 @@ Workspace::Impl::Impl(const Model& m, int n_threads, int64_t rows)
       max_rows(checked_rows(rows)),
       tc(n_threads),
       buf(m.config(), rows),
-      attn(m.attention_params(0), decode_keys(m), rows),
+      attn(m.attention_params(0), rows),
+      decode(m.attention_params(0), rows),
       x(static_cast<size_t>(rows) * static_cast<size_t>(m.config().n_embd)),
       pos(static_cast<size_t>(rows)),
-      logits_tmp(static_cast<size_t>(rows) * static_cast<size_t>(m.config().n_embd)) {}
+      logits_tmp(static_cast<size_t>(rows) * static_cast<size_t>(m.config().n_embd)) {
+  decode_rows.reserve(static_cast<size_t>(rows));
+}
 
 Workspace::Workspace(const Engine& engine, const WorkspaceOptions& opt) {
   if (opt.n_threads < 0 || opt.n_threads > 4096)
@@ -47,7 +47,7 @@ size_t Workspace::bytes() const {
   size_t s = sizeof(float) * (b.xn.size() + b.q.size() + b.k.size() + b.v.size() + b.attn.size() + b.ffn_a.size() +
                               b.ffn_b.size() + w.x.size() + w.h_dec.size() + w.logits_tmp.size());
   s += sizeof(int32_t) * (w.pos.size() + w.pos_dec.size());
-  s += w.tc.scratch_bytes() + w.attn.bytes();
+  s += w.tc.scratch_bytes() + w.attn.bytes() + w.decode.bytes() + sizeof(DecodeQuery) * w.decode_rows.capacity();
   return s;
 }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "attention/attention.h"
+#include "attention/decode.h"
 #include "core/thread_context.h"
 #include "model/model.h"
 #include "runtime/sequence_state.h"
@@ -40,8 +41,10 @@ struct Workspace::Impl {
   const Model* model = nullptr;  ///< the engine's model (a workspace serves one engine)
   int64_t max_rows = 0;
   ThreadContext tc;
-  ForwardBuffers buf;             ///< activations of one block call [max_rows x ...]
-  AttentionWorkspace attn;        ///< attention scratch
+  ForwardBuffers buf;       ///< activations of one block call [max_rows x ...]
+  AttentionWorkspace attn;  ///< attention scratch (prefill chunks)
+  DecodeWorkspace decode;   ///< split-K decode attention scratch for max_rows rows
+  std::vector<DecodeQuery> decode_rows;
   std::vector<float> x;           ///< [max_rows x n_embd] gathered residual rows of a mixed call
   std::vector<int32_t> pos;       ///< [max_rows] positions of a call
   std::vector<BlockSpan> spans;   ///< spans of a call

@@ -170,18 +170,20 @@ inline float round_f16(float x) { return fp16_to_fp32(fp32_to_fp16(x)); }
 /// layer's snapshot plus optional extra triples (the new token's own K/V, appended at qpos):
 /// out_h = sum_j softmax_j(scale * q_h . k_j) v_j over entries j of KV head h / G with
 /// pos_j <= qpos (and qpos - pos_j < window when window > 0), computed in double.
-/// `f16_semantics` mimics the documented F16-cache arithmetic of attention/attention.h: the query
-/// is rounded to F16 and the normalized probabilities are rounded to F16 before the V product.
+/// `f16` mimics the documented F16-cache arithmetic of attention/attention.h: the query is rounded
+/// to F16 (F16Semantics::Decode, the split-K decode kernel), and for F16Semantics::Prefill the
+/// normalized probabilities are rounded to F16 before the V product too (the prefill kernel).
+enum class F16Semantics { None, Decode, Prefill };
 inline void naive_attention(const AttentionParams& p, const float* q, int32_t qpos,
                             const std::vector<HeadSnapshot>& layer, const float* extra_k, const float* extra_v,
-                            bool f16_semantics, float* out) {
+                            F16Semantics f16, float* out) {
   const int G = p.n_head / p.n_head_kv;
   const int hd = p.head_dim;
   for (int h = 0; h < p.n_head; ++h) {
     const int g = h / G;
     const HeadSnapshot& hs = layer[static_cast<size_t>(g)];
     std::vector<float> qh(q + static_cast<size_t>(h) * hd, q + static_cast<size_t>(h + 1) * hd);
-    if (f16_semantics)
+    if (f16 != F16Semantics::None)
       for (auto& x : qh) x = round_f16(x);
     std::vector<const float*> ks, vs;
     for (size_t j = 0; j < hs.pos.size(); ++j) {
@@ -210,7 +212,7 @@ inline void naive_attention(const AttentionParams& p, const float* q, int32_t qp
     std::vector<double> acc(static_cast<size_t>(hd), 0.0);
     for (size_t j = 0; j < ks.size(); ++j) {
       double pr = s[j] / sum;
-      if (f16_semantics) pr = round_f16(static_cast<float>(pr));
+      if (f16 == F16Semantics::Prefill) pr = round_f16(static_cast<float>(pr));
       for (int i = 0; i < hd; ++i) acc[static_cast<size_t>(i)] += pr * vs[j][i];
     }
     for (int i = 0; i < hd; ++i) o[i] = static_cast<float>(acc[static_cast<size_t>(i)]);
@@ -220,7 +222,8 @@ inline void naive_attention(const AttentionParams& p, const float* q, int32_t qp
 /// One decode step of a `llama` model for `token` at position `pos`, rebuilt from the public
 /// building blocks, attending over exactly the triples of `cache` (a snapshot taken before the
 /// step) plus the token's own key/value. `kv` = the session's cache type: with F16 the new K/V
-/// are rounded to F16 (as the cache stores them) and naive_attention() uses F16 semantics.
+/// are rounded to F16 (as the cache stores them) and naive_attention() uses the decode kernel's
+/// F16 semantics.
 /// Returns the logits [n_vocab].
 inline std::vector<float> naive_llama_decode(const Model& m, const CacheSnapshot& cache, int32_t token, int32_t pos,
                                              KVType kv) {
@@ -245,7 +248,7 @@ inline std::vector<float> naive_llama_decode(const Model& m, const CacheSnapshot
       for (auto& e : v) e = round_f16(e);
     }
     naive_attention(m.attention_params(il), q.data(), pos, cache[static_cast<size_t>(il)], k.data(), v.data(),
-                    kv == KVType::F16, att.data());
+                    kv == KVType::F16 ? F16Semantics::Decode : F16Semantics::None, att.data());
     matmul(L.wo, att.data(), 1, x.data(), test::threads());
     for (int64_t i = 0; i < E; ++i) h[static_cast<size_t>(i)] += x[static_cast<size_t>(i)];
     rms_norm(h.data(), L.ffn_norm.data(), x.data(), E, c.rms_eps);

@@ -122,7 +122,7 @@ INSTANTIATE_TEST_SUITE_P(
                     DecodeCase{"snapkv", KVType::F16, 1e-4}, DecodeCase{"adakv", KVType::F16, 1e-4}),
     decode_case_name);
 
-// Test 5f at the kernel level: snapkv::attention(, 2) on the real compressed (ragged, gapped) cache
+// Test 5f at the kernel level: snapkv::attention() on the real compressed (ragged, gapped) cache
 // of the synthetic GQA 3:1 model vs the naive loop, for the decode path (one query) and the
 // blocked prefill path (several queries), with queries at the next position, inside the prompt
 // (some kept, some evicted positions), and with a sliding window that cuts through the gaps.
@@ -162,19 +162,25 @@ TEST(CompressedAttentionKernel, MatchesNaiveLoopOverKeptTriples) {
         for (const int window : {0, 100}) {
           AttentionParams p = m->attention_params(il);
           p.window = window;
-          AttentionWorkspace ws(p, L + 16, 32);
+          AttentionWorkspace ws(p, 32);
           const size_t nq = qpos_list.size();
           std::vector<float> q(nq * qrow);
           for (auto& x : q) x = 2.0f * nd(rng);
-          std::vector<float> ref(q.size()), got(q.size()), one(qrow);
-          for (size_t i = 0; i < nq; ++i)
+          std::vector<float> ref(q.size()), ref_dec(q.size()), got(q.size()), one(qrow);
+          const bool f16 = kv == KVType::F16;
+          for (size_t i = 0; i < nq; ++i) {
             ctest::naive_attention(p, q.data() + i * qrow, qpos_list[i], snap[static_cast<size_t>(il)], nullptr,
-                                   nullptr, kv == KVType::F16, ref.data() + i * qrow);
-          const double tol = kv == KVType::F16 ? 2e-3 : 2e-5;
-          // Decode path: one query per call.
+                                   nullptr, f16 ? ctest::F16Semantics::Prefill : ctest::F16Semantics::None,
+                                   ref.data() + i * qrow);
+            ctest::naive_attention(p, q.data() + i * qrow, qpos_list[i], snap[static_cast<size_t>(il)], nullptr,
+                                   nullptr, f16 ? ctest::F16Semantics::Decode : ctest::F16Semantics::None,
+                                   ref_dec.data() + i * qrow);
+          }
+          const double tol = f16 ? 2e-3 : 2e-5;
+          // Decode path: one query per call (F16: only the query is rounded, so f32 rounding only).
           for (size_t i = 0; i < nq; ++i) {
             attention(p, q.data() + i * qrow, &qpos_list[i], 1, s.kv_cache().layer(il), one.data(), ws, 2);
-            EXPECT_LE(rel_err(one, {ref.data() + i * qrow, qrow}), tol)
+            EXPECT_LE(rel_err(one, {ref_dec.data() + i * qrow, qrow}), 2e-5)
                 << "decode, layer " << il << " window " << window << " qpos " << qpos_list[i];
           }
           // Blocked prefill path: all queries in one call.

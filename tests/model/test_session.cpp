@@ -57,14 +57,18 @@ TEST(Session, ChunkedPrefillMatchesOneBatch) {
     // blocks aligned to absolute indices, row-independent mat-muls): bitwise equal. (400 = 44 x 9
     // + 4: no chunk of a single token.)
     EXPECT_EQ(outs[0], outs[1]);
-    // Chunks of one token run the decode kernels (exact softmax over a score row): the F32 cache
-    // differs by summation order only; with an F16 cache those differences flip F16 roundings of
-    // K/V and probabilities, which stories260K amplifies (see test_golden_llama.cpp).
+    // Chunks of one token run the split-K decode kernel: the F32 cache differs by summation order
+    // only. With an F16 cache the arithmetic differs too: the prefill kernel rounds the normalized
+    // probabilities to F16 (ggml's non-flash path), the decode kernel does not; each difference
+    // also flips F16 roundings of K/V downstream, which stories260K amplifies (see
+    // test_golden_llama.cpp). Measured: max 0.081, RMS 3.4e-3 (0.03 / 8.2e-4 when decode rounded
+    // the probabilities too); llama.cpp's own flash-attention on vs off, the same kind of switch,
+    // gives max 0.045, RMS 4.6e-3 on this 400-token prompt's logits (llama-cpp-python 0.3.16).
     const float d1 = test::max_abs_diff(outs[0], outs[2]);
     const double r1 = rms_diff(outs[0], outs[2]);
     fmt::print("[{}] chunk 1 vs 512: max|d| {:.3g} rms {:.3g}\n", t == KVType::F16 ? "f16" : "f32", d1, r1);
-    EXPECT_LT(d1, t == KVType::F32 ? 1e-4f : 6e-2f);
-    EXPECT_LT(r1, t == KVType::F32 ? 1e-5 : 3e-3);
+    EXPECT_LT(d1, t == KVType::F32 ? 1e-4f : 0.12f);
+    EXPECT_LT(r1, t == KVType::F32 ? 1e-5 : 6e-3);
   }
 }
 

@@ -1,0 +1,232 @@
+// Split-K decode attention over many sequences (see attention/decode.h).
+#include "attention/decode.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "attention/decode_simd.h"
+#include "attention/positions.h"
+#include "attention/prefill.h"
+#include "attention/simd.h"
+#include "attention/softmax_simd.h"
+#include "snapkv/error.h"
+
+namespace snapkv {
+
+namespace {
+
+using attn::kNegInf;
+constexpr int kKeyBlock = DecodeWorkspace::kKeyBlock;
+constexpr int kMaxSplits = DecodeWorkspace::kMaxSplits;
+
+// Below ~256K multiply-adds (K.Q) a parallel region costs more than it saves.
+constexpr int64_t kParallelMinWork = int64_t{1} << 18;
+
+void check_shape(const AttentionParams& s) {
+  if (s.n_head < 1 || s.n_head_kv < 1 || s.head_dim < 1 || s.n_head % s.n_head_kv != 0)
+    throw Error(fmt::format("attention_decode: bad shape n_head {} n_head_kv {} head_dim {}", s.n_head, s.n_head_kv,
+                            s.head_dim));
+}
+
+/// One task: the G query heads of KV head g of one row over the keys [j0, j1) of `hc`, as split
+/// `split`. q: the row's queries [n_head][hd]; part: the row's partials [n_head][kMaxSplits][hd + 2].
+/// Every head's slot ends as (a_s [hd], m_s, l_s); m_s = -inf and l_s = 0 when no key was seen.
+template <typename T>
+void run_split(const AttentionParams& p, const float* q, const KVHeadCache& hc, int g, int64_t j0, int64_t j1,
+               int split, bool exact, float* part) {
+  const int G = p.n_head / p.n_head_kv;
+  const int hd = p.head_dim;
+  const size_t slot = static_cast<size_t>(hd) + 2;
+  const T* K = static_cast<const T*>(hc.k_data());
+  const T* V = static_cast<const T*>(hc.v_data());
+  auto slot_of = [&](int hh) { return part + (static_cast<size_t>(g * G + hh) * kMaxSplits + split) * slot; };
+  for (int hh = 0; hh < G; ++hh) {
+    float* a = slot_of(hh);
+    std::fill(a, a + hd, 0.0f);
+    a[hd] = kNegInf;
+    a[hd + 1] = 0.0f;
+  }
+  alignas(64) float S[attn::kHeadTile * kKeyBlock];  // scores, then e^(s - m), of one head tile
+  const float* qh[attn::kHeadTile];
+  float* acc[attn::kHeadTile];
+  for (int64_t kb = j0; kb < j1; kb += kKeyBlock) {
+    const int nk = static_cast<int>(std::min<int64_t>(kKeyBlock, j1 - kb));
+    const T* Kb = K + kb * hd;
+    const T* Vb = V + kb * hd;
+    for (int h0 = 0; h0 < G; h0 += attn::kHeadTile) {
+      const int nh = std::min(attn::kHeadTile, G - h0);
+      for (int t = 0; t < nh; ++t) {
+        qh[t] = q + static_cast<size_t>(g * G + h0 + t) * hd;
+        acc[t] = slot_of(h0 + t);
+      }
+      attn::scores_block(qh, nh, Kb, nk, hd, p.scale, exact, S, kKeyBlock);
+      for (int t = 0; t < nh; ++t) {
+        float* Sr = S + t * kKeyBlock;
+        float& m = acc[t][hd];
+        float& l = acc[t][hd + 1];
+        const float bm = attn::row_max(Sr, nk);
+        if (bm == kNegInf) {  // every score -inf: nothing to add
+          std::fill(Sr, Sr + nk, 0.0f);
+          continue;
+        }
+        const float m_new = std::max(m, bm);
+        double lsum = l;
+        if (m != kNegInf && m_new > m) {  // a new maximum: rescale what was accumulated
+          const float corr = std::exp(m - m_new);
+          lsum *= static_cast<double>(corr);
+          attn::scale_f32(acc[t], corr, hd);
+        }
+        lsum += attn::exp_sum_block(Sr, nk, m_new);
+        m = m_new;
+        l = static_cast<float>(lsum);
+      }
+      attn::pv_block(S, kKeyBlock, nh, Vb, nk, hd, acc);
+    }
+  }
+}
+
+}  // namespace
+
+int DecodeWorkspace::n_splits(int64_t nk) {
+  if (nk <= 0) return 0;
+  const int64_t len = split_keys(nk);
+  return static_cast<int>((nk + len - 1) / len);
+}
+
+int64_t DecodeWorkspace::split_keys(int64_t nk) {
+  if (nk <= 0) return kKeyBlock;
+  const int64_t want = std::clamp<int64_t>((nk + kMinSplitKeys - 1) / kMinSplitKeys, 1, kMaxSplits);
+  const int64_t len = (nk + want - 1) / want;
+  return (len + kKeyBlock - 1) / kKeyBlock * kKeyBlock;
+}
+
+DecodeWorkspace::DecodeWorkspace(const AttentionParams& shape, int64_t max_rows) : shape_(shape), max_rows_(max_rows) {
+  check_shape(shape);
+  if (max_rows < 1) throw Error(fmt::format("attention_decode: workspace for {} rows (must be >= 1)", max_rows));
+  const auto R = static_cast<size_t>(max_rows);
+  const auto nh = static_cast<size_t>(shape.n_head);
+  const auto hd = static_cast<size_t>(shape.head_dim);
+  const size_t rg = R * static_cast<size_t>(shape.n_head_kv);
+  partial_.resize(R * nh * kMaxSplits * (hd + 2));
+  q16_.resize(R * nh * hd);
+  j_begin_.resize(rg);
+  j_end_.resize(rg);
+  task_off_.resize(rg + 1);
+}
+
+size_t DecodeWorkspace::bytes() const {
+  return sizeof(float) * (partial_.size() + q16_.size()) +
+         sizeof(int64_t) * (j_begin_.size() + j_end_.size() + task_off_.size());
+}
+
+size_t DecodeWorkspace::bytes_for(const AttentionParams& shape, int64_t max_rows) {
+  const auto R = static_cast<size_t>(max_rows);
+  const auto nh = static_cast<size_t>(shape.n_head);
+  const auto hd = static_cast<size_t>(shape.head_dim);
+  return 4 * R * nh * (kMaxSplits * (hd + 2) + hd) + 8 * (3 * R * static_cast<size_t>(shape.n_head_kv) + 1);
+}
+
+void attention_decode(const AttentionParams& p, std::span<const DecodeQuery> rows, DecodeWorkspace& ws, int n_threads) {
+  check_shape(p);
+  const AttentionParams& w = ws.shape_;
+  if (p.n_head != w.n_head || p.n_head_kv != w.n_head_kv || p.head_dim != w.head_dim)
+    throw Error(
+        fmt::format("attention_decode: workspace made for n_head {} n_head_kv {} head_dim {}, called with {} {} {}",
+                    w.n_head, w.n_head_kv, w.head_dim, p.n_head, p.n_head_kv, p.head_dim));
+  const auto R = static_cast<int64_t>(rows.size());
+  if (R > ws.max_rows_)
+    throw Error(fmt::format("attention_decode: {} rows exceed the workspace's {}", R, ws.max_rows_));
+  if (n_threads < 1) throw Error(fmt::format("attention_decode: thread count {} must be >= 1", n_threads));
+  if (R == 0) return;
+
+  const int Hkv = p.n_head_kv;
+  const int G = p.n_head / Hkv;
+  const int hd = p.head_dim;
+  const size_t row_q = static_cast<size_t>(p.n_head) * static_cast<size_t>(hd);
+  int64_t* JB = ws.j_begin_.data();
+  int64_t* JE = ws.j_end_.data();
+  int64_t* off = ws.task_off_.data();
+  off[0] = 0;
+  int64_t visible = 0;
+  for (int64_t r = 0; r < R; ++r) {
+    const DecodeQuery& row = rows[static_cast<size_t>(r)];
+    if (row.q == nullptr || row.out == nullptr || row.cache == nullptr)
+      throw Error(fmt::format("attention_decode: row {} has a null q, out or cache", r));
+    const KVLayerCache& c = *row.cache;
+    if (static_cast<int>(c.heads.size()) != Hkv)
+      throw Error(
+          fmt::format("attention_decode: row {}: cache has {} heads, expected n_head_kv {}", r, c.heads.size(), Hkv));
+    for (int g = 0; g < Hkv; ++g) {
+      const KVHeadCache& hc = c.heads[static_cast<size_t>(g)];
+      if (hc.head_dim() != hd)
+        throw Error(fmt::format("attention_decode: row {}: cache head {} has head_dim {}, expected {}", r, g,
+                                hc.head_dim(), hd));
+      if (hc.type() != c.heads[0].type())
+        throw Error(fmt::format("attention_decode: row {}: cache heads 0 and {} have different element types", r, g));
+      const size_t i = static_cast<size_t>(r * Hkv + g);
+      JE[i] = attn::upper_index(hc.pos_data(), hc.size(), row.pos);
+      JB[i] = p.window > 0 ? attn::lower_index(hc.pos_data(), JE[i], int64_t{row.pos} - p.window + 1) : 0;
+      visible += JE[i] - JB[i];
+      off[i + 1] = off[i] + DecodeWorkspace::n_splits(JE[i] - JB[i]);
+    }
+    // ggml converts the f32 operand of an F16 mat-mul to F16: round the queries the same way.
+    if (c.heads[0].type() == KVType::F16)
+      attn::round_f16_row(row.q, ws.q16_.data() + static_cast<size_t>(r) * row_q, static_cast<int64_t>(row_q));
+  }
+
+  const int64_t n_rg = R * Hkv;
+  const int64_t n_tasks = off[n_rg];
+  const bool par = n_threads > 1 && n_tasks > 1 && visible * G * hd >= kParallelMinWork;
+  float* partial = ws.partial_.data();
+  const size_t slot = static_cast<size_t>(hd) + 2;
+  const size_t row_part = static_cast<size_t>(p.n_head) * kMaxSplits * slot;
+  const float* q16 = ws.q16_.data();
+
+#pragma omp parallel num_threads(n_threads) if (par)
+  {
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t task = 0; task < n_tasks; ++task) {
+      const int64_t i = std::upper_bound(off, off + n_rg + 1, task) - off - 1;
+      const int64_t r = i / Hkv;
+      const int g = static_cast<int>(i % Hkv);
+      const auto split = static_cast<int>(task - off[i]);
+      const KVHeadCache& hc = rows[static_cast<size_t>(r)].cache->heads[static_cast<size_t>(g)];
+      const int64_t len = DecodeWorkspace::split_keys(JE[i] - JB[i]);
+      const int64_t j0 = JB[i] + split * len;
+      const int64_t j1 = std::min(JE[i], j0 + len);
+      float* part = partial + static_cast<size_t>(r) * row_part;
+      if (hc.type() == KVType::F16) {
+        run_split<uint16_t>(p, q16 + static_cast<size_t>(r) * row_q, hc, g, j0, j1, split, hd < attn::kExactDotBelow,
+                            part);
+      } else {
+        run_split<float>(p, rows[static_cast<size_t>(r)].q, hc, g, j0, j1, split, false, part);
+      }
+    }
+    // Combine the splits of every (row, query head), in split order.
+#pragma omp for schedule(static)
+    for (int64_t rh = 0; rh < R * p.n_head; ++rh) {
+      const int64_t r = rh / p.n_head;
+      const int h = static_cast<int>(rh % p.n_head);
+      const int64_t i = r * Hkv + h / G;
+      const int ns = static_cast<int>(off[i + 1] - off[i]);
+      float* o = rows[static_cast<size_t>(r)].out + static_cast<size_t>(h) * hd;
+      const float* a = partial + static_cast<size_t>(r) * row_part + static_cast<size_t>(h) * kMaxSplits * slot;
+      float M = kNegInf;
+      for (int s = 0; s < ns; ++s) M = std::max(M, a[s * slot + hd]);
+      double L = 0.0;
+      if (M != kNegInf)
+        for (int s = 0; s < ns; ++s)
+          L += std::exp(static_cast<double>(a[s * slot + hd]) - M) * static_cast<double>(a[s * slot + hd + 1]);
+      std::fill(o, o + hd, 0.0f);
+      if (!(L > 0.0)) continue;  // no visible key
+      for (int s = 0; s < ns; ++s) {
+        const float c = static_cast<float>(std::exp(static_cast<double>(a[s * slot + hd]) - M) / L);
+        if (c != 0.0f) attn::axpy_f32(o, c, a + s * slot, hd);
+      }
+    }
+  }
+}
+
+}  // namespace snapkv

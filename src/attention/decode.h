@@ -1,0 +1,89 @@
+// snapkv: split-K decode attention (flash-decoding) over many sequences at once.
+//
+// Each row is one query token of one sequence: q [n_head][head_dim] at position pos, over that
+// sequence's KVLayerCache (ragged: every KV head holds its own positions). For query head h (KV
+// head g = h / G, G = n_head / n_head_kv) the visible entries of head g (pos_j <= pos; sliding
+// window: also pos - pos_j < window) form one contiguous index range, which is cut into n_split
+// pieces (splits). One task = (row, KV head, split): the G query heads of that KV head over the
+// split's keys, in blocks of kKeyBlock keys with an online softmax (Milakov & Gimelshein 2018;
+// Dao et al. 2022, FlashAttention, Alg. 1):
+//   s_j = scale * dot(q_h, k_j)
+//   m' = max(m, max_j s_j);  l' = e^{m - m'} l + sum_j e^{s_j - m'};  a' = e^{m - m'} a + sum_j e^{s_j - m'} v_j
+// leaving (m_s, l_s, a_s) per split. The splits of a (row, head) are then combined in split order
+// (Dao, Haziza, Massa & Sizov 2023, Flash-Decoding):
+//   M = max_s m_s;  out = sum_s e^{m_s - M} a_s / sum_s e^{m_s - M} l_s.
+// The number of splits and their boundaries depend only on the head's visible key count nk:
+//   n_split = clamp(ceil(nk / kMinSplitKeys), 1, kMaxSplits), split length = ceil(nk / n_split)
+//   rounded up to a multiple of kKeyBlock (so n_split may shrink by the rounding),
+// never on the thread count or the other rows: a row's output is bit-identical alone or in any
+// batch, and for any thread count. A query with no visible key gets zeros.
+// With an F16 cache the query is rounded to F16 first and the scores use the dot helpers of the
+// non-flash path (double-summed below kExactDotBelow): ggml's rounding of K.Q. The probabilities
+// are not rounded to F16 (ggml's non-flash path rounds the normalized ones, which split-K cannot
+// know before the end). V sums accumulate in f32; each block's exponentials are summed in
+// double, the running sum l is kept in f32, and the splits are combined in double.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "attention/attention.h"
+#include "kv/kv_cache.h"
+
+namespace snapkv {
+
+/// One decode query: one token of one sequence.
+struct DecodeQuery {
+  const float* q = nullptr;  ///< [n_head][head_dim] f32, after RoPE, unscaled
+  int32_t pos = 0;           ///< its position (keys with pos_j <= pos are visible; SWA: pos - pos_j < window)
+  const KVLayerCache* cache = nullptr;  ///< that sequence's cache of this layer (already holding this token's K/V)
+  float* out = nullptr;                 ///< [n_head][head_dim] f32 (may alias q)
+};
+
+/// Scratch of attention_decode() for up to max_rows rows, allocated once. Its size depends on the
+/// shape and max_rows only, never on the cache lengths (see bytes_for). One call at a time.
+class DecodeWorkspace {
+ public:
+  static constexpr int kKeyBlock = 64;           ///< keys per online-softmax block; split boundaries are multiples
+  static constexpr int64_t kMinSplitKeys = 512;  ///< a head is split once it sees more keys than this
+  static constexpr int kMaxSplits = 16;          ///< most splits of one (row, KV head)
+
+  /// Throws snapkv::Error for a bad shape or max_rows < 1.
+  DecodeWorkspace(const AttentionParams& shape, int64_t max_rows);
+
+  const AttentionParams& shape() const { return shape_; }
+  int64_t max_rows() const { return max_rows_; }
+  /// Bytes held: bytes_for(shape(), max_rows()).
+  size_t bytes() const;
+  /// 4 * R * n_head * (kMaxSplits * (head_dim + 2) + head_dim)   (split partials, F16-rounded q)
+  /// + 8 * (3 * R * n_head_kv + 1)                                 (visible ranges, task offsets)
+  /// with R = max_rows.
+  static size_t bytes_for(const AttentionParams& shape, int64_t max_rows);
+
+  /// Splits of a head that sees nk keys (0 for nk = 0), and their length in keys (a multiple of
+  /// kKeyBlock; the last split may be shorter).
+  static int n_splits(int64_t nk);
+  static int64_t split_keys(int64_t nk);
+
+ private:
+  friend void attention_decode(const AttentionParams&, std::span<const DecodeQuery>, DecodeWorkspace&, int);
+  AttentionParams shape_;
+  int64_t max_rows_;
+  std::vector<float> partial_;     ///< [R][n_head][kMaxSplits][head_dim + 2]: a_s, then m_s, l_s
+  std::vector<float> q16_;         ///< [R][n_head][head_dim] queries rounded to F16 (F16 caches)
+  std::vector<int64_t> j_begin_;   ///< [R][n_head_kv] first visible entry
+  std::vector<int64_t> j_end_;     ///< [R][n_head_kv] one past the last visible entry
+  std::vector<int64_t> task_off_;  ///< [R * n_head_kv + 1] first task of each (row, KV head)
+};
+
+/// Decode attention of rows (each one query token of its own sequence) of one layer, parallel over
+/// (row, KV head, split) tasks on n_threads OpenMP threads (one parallel region; run serially when
+/// the work is small). p.window masks, as in attention() (a layer's window is the same for every
+/// sequence; cache->window is not read, so a test may override it). Throws snapkv::Error (naming
+/// the row) for more rows than the workspace holds, a workspace of another shape, null pointers,
+/// a cache whose head count, head_dim or element types do not match, or n_threads < 1.
+void attention_decode(const AttentionParams& p, std::span<const DecodeQuery> rows, DecodeWorkspace& ws, int n_threads);
+
+}  // namespace snapkv

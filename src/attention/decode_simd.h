@@ -1,0 +1,287 @@
+// Register-tiled inner loops of the split-K decode attention kernel (attention/decode.cpp): the
+// scores of a few query heads against a block of keys, and the probability-weighted sum of the
+// block's value rows. AVX-512 tiles when available; otherwise the row helpers of simd.h (AVX2 or
+// scalar), one (head, key) pair at a time.
+//
+// Scores are bit-identical to the simd.h dot helpers whatever the path: with AVX-512 each
+// (head, key) pair accumulates in one 16-lane register whose lanes 0-7 / 8-15 receive exactly the
+// products that dot_f32 / dot_f32_f16 put in their two 8-lane accumulators, the 8-element tail goes
+// to lanes 0-7 as it goes to their first accumulator, and the final reduction is the same hsum().
+// Weighted V sums are accumulated per output element in ascending key order with one FMA per key,
+// as axpy_f32 / axpy_f16 do.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "attention/simd.h"
+#include "attention/softmax_simd.h"
+
+#if defined(__AVX512F__) && SNAPKV_ATTN_AVX2
+#define SNAPKV_ATTN_AVX512 1
+#endif
+
+namespace snapkv::attn {
+
+/// Element type of a cache row: uint16_t (IEEE half) or float.
+template <typename T>
+inline float dot_row(const float* q, const T* k, int hd, bool exact) {
+  if constexpr (sizeof(T) == 2) {
+    return exact ? dot_f32_f16_acc64(q, k, hd) : dot_f32_f16(q, k, hd);
+  } else {
+    return exact ? dot_f32_acc64(q, k, hd) : dot_f32(q, k, hd);
+  }
+}
+
+template <typename T>
+inline void axpy_row(float* y, float a, const T* x, int hd) {
+  if constexpr (sizeof(T) == 2) {
+    axpy_f16(y, a, x, hd);
+  } else {
+    axpy_f32(y, a, x, hd);
+  }
+}
+
+#if SNAPKV_ATTN_AVX512
+// The zero-masking forms with a full mask compile to the plain instructions; the plain intrinsics
+// trip GCC 12's -Wmaybe-uninitialized on their internal _mm512_undefined_ps().
+/// 16 lanes of a cache row as f32.
+inline __m512 load16(const float* x) { return _mm512_loadu_ps(x); }
+inline __m512 load16(const uint16_t* x) {
+  return _mm512_maskz_cvtph_ps(0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)));
+}
+/// Lanes 0-7 and 8-15.
+inline __m256 low8(__m512 v) { return _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xFF, _mm512_castps_pd(v), 0)); }
+inline __m256 high8(__m512 v) { return _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xFF, _mm512_castps_pd(v), 1)); }
+template <int Imm>
+inline __m512 shuffle_f32x4(__m512 a, __m512 b) {
+  return _mm512_maskz_shuffle_f32x4(0xFFFF, a, b, Imm);
+}
+inline __m256 load8(const float* x) { return _mm256_loadu_ps(x); }
+inline __m256 load8(const uint16_t* x) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x))); }
+
+/// The 16 horizontal sums of a[0..16) at once: lane i = hsum(low8(a[i]) + high8(a[i])), added in
+/// hsum()'s order (with x = low8 + high8: ((x0 + x4) + (x1 + x5)) + ((x2 + x6) + (x3 + x7))), as
+/// a transposing tree of 15 adds and 28 shuffles instead of 16 separate reductions.
+inline __m512 hsum16(const __m512* a) {
+  __m512 x[8], y[4], z[2];
+  // x[i] = [low8 + high8 of a[2i] | of a[2i + 1]]
+  for (int i = 0; i < 8; ++i)
+    x[i] = _mm512_add_ps(shuffle_f32x4<_MM_SHUFFLE(1, 0, 1, 0)>(a[2 * i], a[2 * i + 1]),
+                         shuffle_f32x4<_MM_SHUFFLE(3, 2, 3, 2)>(a[2 * i], a[2 * i + 1]));
+  // 128-bit lane L of y[i]: t_k = x_k + x_(k+4), k < 4, of a[4i + L]
+  for (int i = 0; i < 4; ++i)
+    y[i] = _mm512_add_ps(shuffle_f32x4<_MM_SHUFFLE(2, 0, 2, 0)>(x[2 * i], x[2 * i + 1]),
+                         shuffle_f32x4<_MM_SHUFFLE(3, 1, 3, 1)>(x[2 * i], x[2 * i + 1]));
+  // lane L of z[i]: (t0 + t1, t2 + t3) of a[8i + L], then of a[8i + 4 + L]
+  for (int i = 0; i < 2; ++i)
+    z[i] = _mm512_add_ps(_mm512_shuffle_ps(y[2 * i], y[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_ps(y[2 * i], y[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+  // element e of lane L of w: (t0 + t1) + (t2 + t3) of a[4e + L]; transposed back to lane order
+  const __m512 w = _mm512_add_ps(_mm512_shuffle_ps(z[0], z[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm512_shuffle_ps(z[0], z[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm512_maskz_permutexvar_ps(0xFFFF, _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15),
+                                     w);
+}
+
+/// Elements [0, 8) of a row zero-extended to 16 lanes.
+inline __m512 load8z(const float* x) { return _mm512_maskz_loadu_ps(0x00FF, x); }
+inline __m512 load8z(const uint16_t* x) {
+  return _mm512_maskz_cvtph_ps(0x00FF, _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x))));
+}
+
+/// S[h * s_stride + j] = scale * dot(q[h], K[j]) for h < NH, j < NJ, NH * NJ <= 16 (hd % 8 == 0):
+/// the accumulation of dot_f32 / dot_f32_f16 (see the file comment; the 8-element tail goes to
+/// lanes 0-7 only), one register per (head, key); tiles of 8 or more pairs reduce with hsum16.
+template <int NH, int NJ, typename T>
+inline void scores_tile(const float* const* q, const T* K, int hd, float scale, float* S, int s_stride) {
+  static_assert(NH * NJ <= 16);
+  __m512 acc[16];
+  for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
+  const int hd16 = hd / 16 * 16;
+  for (int d = 0; d < hd16; d += 16) {
+    __m512 kv[NJ];
+    for (int j = 0; j < NJ; ++j) kv[j] = load16(K + static_cast<size_t>(j) * hd + d);
+    for (int h = 0; h < NH; ++h) {
+      const __m512 qv = _mm512_loadu_ps(q[h] + d);
+      for (int j = 0; j < NJ; ++j) acc[h * NJ + j] = _mm512_fmadd_ps(qv, kv[j], acc[h * NJ + j]);
+    }
+  }
+  if (hd16 < hd) {
+    for (int h = 0; h < NH; ++h) {
+      const __m512 qv = load8z(q[h] + hd16);
+      for (int j = 0; j < NJ; ++j)
+        acc[h * NJ + j] =
+            _mm512_mask3_fmadd_ps(qv, load8z(K + static_cast<size_t>(j) * hd + hd16), acc[h * NJ + j], 0x00FF);
+    }
+  }
+  if constexpr (NH * NJ >= 8) {
+    // Lanes [h * NJ, (h + 1) * NJ) go to S[h * s_stride + (0 .. NJ)] (s_stride >= NJ).
+    const __m512 r = _mm512_mul_ps(hsum16(acc), _mm512_set1_ps(scale));
+    for (int h = 0; h < NH; ++h)
+      _mm512_mask_storeu_ps(S + h * (s_stride - NJ), static_cast<__mmask16>(((1u << NJ) - 1) << (h * NJ)), r);
+  } else {
+    for (int i = 0; i < NH * NJ; ++i)
+      S[i / NJ * s_stride + i % NJ] = scale * hsum(_mm256_add_ps(low8(acc[i]), high8(acc[i])));
+  }
+}
+
+/// acc[h][d0 .. d0 + 16 * NV) += sum_j P[h * p_stride + j] * V[j][d0 .. d0 + 16 * NV) for h < NH,
+/// j ascending: NH x NV accumulators stay in registers over the block.
+template <int NH, int NV, typename T>
+inline void pv_tile(const float* P, int p_stride, const T* V, int nk, int hd, int d0, float* const* acc) {
+  __m512 a[NH][NV];
+  for (int h = 0; h < NH; ++h)
+    for (int v = 0; v < NV; ++v) a[h][v] = _mm512_loadu_ps(acc[h] + d0 + 16 * v);
+  const T* row = V + d0;
+  for (int j = 0; j < nk; ++j, row += hd) {
+    __m512 x[NV];
+    for (int v = 0; v < NV; ++v) x[v] = load16(row + 16 * v);
+    for (int h = 0; h < NH; ++h) {
+      const __m512 w = _mm512_set1_ps(P[h * p_stride + j]);
+      for (int v = 0; v < NV; ++v) a[h][v] = _mm512_fmadd_ps(w, x[v], a[h][v]);
+    }
+  }
+  for (int h = 0; h < NH; ++h)
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(acc[h] + d0 + 16 * v, a[h][v]);
+}
+
+/// Same over [d0, d0 + 8) with 8-lane registers (the tail of an hd % 16 == 8 row).
+template <int NH, typename T>
+inline void pv_tile8(const float* P, int p_stride, const T* V, int nk, int hd, int d0, float* const* acc) {
+  __m256 a[NH];
+  for (int h = 0; h < NH; ++h) a[h] = _mm256_loadu_ps(acc[h] + d0);
+  const T* row = V + d0;
+  for (int j = 0; j < nk; ++j, row += hd) {
+    const __m256 x = load8(row);
+    for (int h = 0; h < NH; ++h) a[h] = _mm256_fmadd_ps(_mm256_set1_ps(P[h * p_stride + j]), x, a[h]);
+  }
+  for (int h = 0; h < NH; ++h) _mm256_storeu_ps(acc[h] + d0, a[h]);
+}
+
+/// e^x for 16 lanes: exp8()'s operations lane for lane (the same results, NaN and range
+/// conventions included: 0 below kExpMinArg, FLT_MAX above 88.72, all-ones NaN for a NaN).
+inline __m512 exp16(__m512 x) {
+  const __mmask16 is_nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+  const __mmask16 too_small = _mm512_cmp_ps_mask(x, _mm512_set1_ps(kExpMinArg), _CMP_LT_OQ);
+  x = _mm512_maskz_min_ps(0xFFFF, _mm512_maskz_max_ps(0xFFFF, x, _mm512_set1_ps(kExpMinArg)),
+                          _mm512_set1_ps(88.72283f));
+  const __m512 n = _mm512_maskz_roundscale_ps(0xFFFF, _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  const __m512i ni = _mm512_maskz_cvtps_epi32(0xFFFF, n);
+  const __m512i h = _mm512_maskz_srai_epi32(0xFFFF, ni, 1);
+  const __m512 s1 =
+      _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, _mm512_add_epi32(h, _mm512_set1_epi32(127)), 23));
+  const __m512 s2 = _mm512_castsi512_ps(
+      _mm512_maskz_slli_epi32(0xFFFF, _mm512_add_epi32(_mm512_sub_epi32(ni, h), _mm512_set1_epi32(127)), 23));
+  const __m512 e = _mm512_maskz_mov_ps(static_cast<__mmask16>(~too_small), _mm512_mul_ps(_mm512_mul_ps(p, s1), s2));
+  return _mm512_mask_mov_ps(e, is_nan, _mm512_castsi512_ps(_mm512_set1_epi32(-1)));
+}
+
+/// Scores of NH heads over nk keys: tiles of 16 / NH keys (4 for NH = 3), then single keys.
+template <int NH, typename T>
+inline void scores_heads(const float* const* q, const T* K, int nk, int hd, float scale, float* S, int s_stride) {
+  constexpr int NJ = NH == 3 ? 4 : 16 / NH;
+  int j = 0;
+  for (; j + NJ <= nk; j += NJ) scores_tile<NH, NJ>(q, K + static_cast<size_t>(j) * hd, hd, scale, S + j, s_stride);
+  for (; j < nk; ++j) scores_tile<NH, 1>(q, K + static_cast<size_t>(j) * hd, hd, scale, S + j, s_stride);
+}
+
+template <int NH, typename T>
+inline void pv_heads(const float* P, int p_stride, const T* V, int nk, int hd, float* const* acc) {
+  int d = 0;
+  for (; d + 64 <= hd; d += 64) pv_tile<NH, 4>(P, p_stride, V, nk, hd, d, acc);
+  for (; d + 16 <= hd; d += 16) pv_tile<NH, 1>(P, p_stride, V, nk, hd, d, acc);
+  if (d < hd) pv_tile8<NH>(P, p_stride, V, nk, hd, d, acc);
+}
+#endif
+
+/// Most query heads one tile handles (a task with more heads per KV head runs several tiles).
+constexpr int kHeadTile = 4;
+
+/// S[h * s_stride + j] = scale * dot(q[h], K[j]) for h < nh <= kHeadTile, j < nk; K rows
+/// contiguous [nk][hd]. `exact`: products summed in double (dot_f32_f16_acc64 / dot_f32_acc64).
+template <typename T>
+inline void scores_block(const float* const* q, int nh, const T* K, int nk, int hd, float scale, bool exact, float* S,
+                         int s_stride) {
+#if SNAPKV_ATTN_AVX512
+  if (!exact && hd % 8 == 0) {
+    switch (nh) {
+      case 1:
+        return scores_heads<1>(q, K, nk, hd, scale, S, s_stride);
+      case 2:
+        return scores_heads<2>(q, K, nk, hd, scale, S, s_stride);
+      case 3:
+        return scores_heads<3>(q, K, nk, hd, scale, S, s_stride);
+      default:
+        return scores_heads<4>(q, K, nk, hd, scale, S, s_stride);
+    }
+  }
+#endif
+  for (int h = 0; h < nh; ++h)
+    for (int j = 0; j < nk; ++j)
+      S[h * s_stride + j] = scale * dot_row(q[h], K + static_cast<size_t>(j) * hd, hd, exact);
+}
+
+/// acc[h][:] += sum_j P[h * p_stride + j] * V[j][:] for h < nh <= kHeadTile, j ascending for
+/// every element; V rows contiguous [nk][hd]. Zero probabilities are multiplied like any other.
+template <typename T>
+inline void pv_block(const float* P, int p_stride, int nh, const T* V, int nk, int hd, float* const* acc) {
+#if SNAPKV_ATTN_AVX512
+  if (hd % 8 == 0) {
+    switch (nh) {
+      case 1:
+        return pv_heads<1>(P, p_stride, V, nk, hd, acc);
+      case 2:
+        return pv_heads<2>(P, p_stride, V, nk, hd, acc);
+      case 3:
+        return pv_heads<3>(P, p_stride, V, nk, hd, acc);
+      default:
+        return pv_heads<4>(P, p_stride, V, nk, hd, acc);
+    }
+  }
+#endif
+  for (int j = 0; j < nk; ++j)
+    for (int h = 0; h < nh; ++h) axpy_row(acc[h], P[h * p_stride + j], V + static_cast<size_t>(j) * hd, hd);
+}
+
+/// Writes s[j] = e^(s[j] - m) for j < n and returns their sum (in double); m finite. The
+/// exponentials are exp8()'s (exp_or_zero() without AVX2); the summation order is this function's.
+inline double exp_sum_block(float* s, int n, float m) {
+#if SNAPKV_ATTN_AVX512
+  const __m512 vm = _mm512_set1_ps(m);
+  __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd();
+  auto add = [&](__m512 e) {
+    a0 = _mm512_add_pd(a0, _mm512_maskz_cvtps_pd(0xFF, low8(e)));
+    a1 = _mm512_add_pd(a1, _mm512_maskz_cvtps_pd(0xFF, high8(e)));
+  };
+  int j = 0;
+  for (; j + 16 <= n; j += 16) {
+    const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(s + j), vm));
+    _mm512_storeu_ps(s + j, e);
+    add(e);
+  }
+  if (j < n) {
+    const auto k = static_cast<__mmask16>((1u << (n - j)) - 1);
+    const __m512 e = exp16(_mm512_sub_ps(_mm512_mask_loadu_ps(_mm512_set1_ps(kNegInf), k, s + j), vm));
+    _mm512_mask_storeu_ps(s + j, k, e);
+    add(e);
+  }
+  const __m512d a = _mm512_add_pd(a0, a1);
+  return hsum_pd(_mm256_add_pd(_mm512_maskz_extractf64x4_pd(0xF, a, 0), _mm512_maskz_extractf64x4_pd(0xF, a, 1)));
+#else
+  return exp_sum_row(s, n, m, s);
+#endif
+}
+
+}  // namespace snapkv::attn
