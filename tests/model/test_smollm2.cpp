@@ -150,11 +150,13 @@ std::string smol_case_name(const testing::TestParamInfo<SmolCase>& info) {
   return info.param.kv + "_" + info.param.prompt;
 }
 
-// gpl3_long (3005 tokens) runs once, with the F16 cache (the CLI's default; it is the slow one).
+// gpl3_long (3005 tokens) runs once, with the F32 cache: the F16 prefill is the slow one (4.6 min
+// under ASan on a loaded 2-core machine). F16 is compared with llama.cpp on the short prompts; a long
+// F16 prefill runs end to end in tests/e2e/test_cli_smollm2.cpp (3.6K tokens, answer checked).
 INSTANTIATE_TEST_SUITE_P(Golden, SmolLM2Golden,
                          testing::Values(SmolCase{"kv_f32", "capital"}, SmolCase{"kv_f32", "chat_boiling"},
                                          SmolCase{"kv_f16", "capital"}, SmolCase{"kv_f16", "chat_boiling"},
-                                         SmolCase{"kv_f16", "gpl3_long"}),
+                                         SmolCase{"kv_f32", "gpl3_long"}),
                          smol_case_name);
 
 }  // namespace
