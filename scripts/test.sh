@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
-bash scripts/get-model.sh >/dev/null
+bash scripts/get-model.sh all >/dev/null  # both models: the real-model tests use Gemma 3 and SmolLM2
 
 jobs="$(nproc)"
 # ctest runs test processes in parallel and many of them use 2 OpenMP threads: with more

@@ -25,6 +25,9 @@ inline std::filesystem::path models_dir() {
 /// Path of the default Gemma 3 270M Q4_K_M model in the cache.
 inline std::filesystem::path gemma_path() { return models_dir() / "gemma-3-270m-q4_k_m.gguf"; }
 
+/// Path of SmolLM2-135M-Instruct Q4_1 in the cache (scripts/get-model.sh smollm2).
+inline std::filesystem::path smollm2_path() { return models_dir() / "SmolLM2-135M-Instruct.Q4_1.gguf"; }
+
 /// Directory of the snapkv binary (the CLI) in the build tree.
 inline std::filesystem::path binary_dir() { return SNAPKV_BINARY_DIR; }
 

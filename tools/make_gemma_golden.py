@@ -34,10 +34,7 @@ gives byte-identical files.
 from __future__ import annotations
 
 import argparse
-import ctypes
-import hashlib
 import json
-import os
 import pathlib
 import sys
 import time
@@ -48,6 +45,9 @@ try:
     import llama_cpp
 except ImportError:  # pragma: no cover - message for humans
     sys.exit("make_gemma_golden.py: needs llama-cpp-python (pip install llama-cpp-python==0.3.16)")
+
+from golden_common import dump_json, f32_json, ggml_commit, model_cache, prefix_by_tokens, sha256_of, top_k
+from golden_common import last_logits as logits_ptr
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MODEL_NAME = "gemma-3-270m-q4_k_m.gguf"
@@ -72,43 +72,7 @@ CHAT = (
 
 
 def default_model() -> pathlib.Path:
-    cache = os.environ.get("SNAPKV_MODELS") or str(pathlib.Path.home() / ".cache" / "snapkv" / "models")
-    return pathlib.Path(cache) / MODEL_NAME
-
-
-def sha256_of(path: pathlib.Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def ggml_commit() -> str | None:
-    """The commit of the llama.cpp/ggml tree llama-cpp-python was built from, if exported."""
-    lib = pathlib.Path(llama_cpp.__file__).parent / "lib" / "libggml-base.so"
-    try:
-        f = ctypes.CDLL(str(lib)).ggml_commit
-        f.restype = ctypes.c_char_p
-        return f().decode()
-    except (OSError, AttributeError):
-        return None
-
-
-def f32_json(x: float) -> float:
-    """Shortest decimal that round-trips the float32 value (keeps the JSON compact)."""
-    return float(np.format_float_positional(np.float32(x), unique=True, trim="-"))
-
-
-def prefix_by_tokens(llm: llama_cpp.Llama, text: str, min_tokens: int) -> str:
-    """The shortest whole-line prefix of `text` whose tokenization (with BOS) has >= min_tokens."""
-    lines = text.splitlines(keepends=True)
-    out = ""
-    for line in lines:
-        out += line
-        if len(llm.tokenize(out.encode(), add_bos=True)) >= min_tokens:
-            return out
-    raise SystemExit(f"make_gemma_golden.py: text has fewer than {min_tokens} tokens")
+    return model_cache() / MODEL_NAME
 
 
 def long_texts(llm: llama_cpp.Llama, out_dir: pathlib.Path) -> tuple[str, str]:
@@ -123,36 +87,6 @@ def long_texts(llm: llama_cpp.Llama, out_dir: pathlib.Path) -> tuple[str, str]:
         raise SystemExit(f"make_gemma_golden.py: neither {GPL3} nor {old} exists")
     by_name = {p["name"]: p["text"] for p in json.loads(old.read_text())["prompts"]}
     return by_name["gpl3_long"], by_name["apache2_medium"]
-
-
-def dump_json(obj, level: int = 0) -> str:
-    """JSON with one key per line, but lists of numbers (or of number pairs) kept on one line."""
-
-    def flat(x) -> bool:
-        return isinstance(x, list) and all(
-            isinstance(e, (int, float)) or (isinstance(e, list) and all(isinstance(v, (int, float)) for v in e))
-            for e in x
-        )
-
-    pad, pad1 = " " * level, " " * (level + 1)
-    if isinstance(obj, dict):
-        items = [f"{pad1}{json.dumps(k)}: {dump_json(v, level + 1)}" for k, v in obj.items()]
-        return "{\n" + ",\n".join(items) + "\n" + pad + "}"
-    if isinstance(obj, list) and obj and not flat(obj):
-        return "[\n" + ",\n".join(pad1 + dump_json(v, level + 1) for v in obj) + "\n" + pad + "]"
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
-
-
-def logits_ptr(llm: llama_cpp.Llama) -> np.ndarray:
-    """Copy of the logits of the last evaluated position (n_vocab float32)."""
-    p = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1)
-    return np.ctypeslib.as_array(p, shape=(llm.n_vocab(),)).astype(np.float32, copy=True)
-
-
-def top_k(logits: np.ndarray, k: int) -> list[tuple[int, float]]:
-    """Top-k (id, logit), descending logit, ties broken by the lower id."""
-    order = np.lexsort((np.arange(logits.size), -logits))[:k]
-    return [(int(i), float(logits[i])) for i in order]
 
 
 def run_prompt(llm: llama_cpp.Llama, p: dict, out_dir: pathlib.Path) -> dict:

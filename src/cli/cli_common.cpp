@@ -17,26 +17,54 @@ namespace snapkv::cli {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+struct NamedModel {
+  const char* name;  // what -m accepts
+  const char* file;  // its file in the model cache (scripts/get-model.sh NAME puts it there)
+};
+
+// The first one is the default model.
+constexpr NamedModel kNamedModels[] = {
+    {"gemma3", "gemma-3-270m-q4_k_m.gguf"},
+    {"smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"},
+};
+
+fs::path model_cache_dir() {
+  if (const char* e = std::getenv("SNAPKV_MODELS")) return e;
+  const char* home = std::getenv("HOME");
+  return fs::path(home ? home : ".") / ".cache" / "snapkv" / "models";
+}
+
+std::string known_names() {
+  std::string s;
+  for (const NamedModel& m : kNamedModels) s += std::string(s.empty() ? "" : ", ") + m.name;
+  return s;
+}
+
+}  // namespace
+
 std::string resolve_model_path(const std::string& flag) {
-  if (!flag.empty()) {
-    if (!fs::exists(flag)) throw Error(fmt::format("model file '{}' does not exist (-m)", flag));
-    return flag;
+  // A path that exists wins over a name (a file called "smollm2" in the working directory).
+  if (!flag.empty() && fs::exists(flag)) return flag;
+  const NamedModel* named = flag.empty() ? &kNamedModels[0] : nullptr;
+  for (const NamedModel& m : kNamedModels) {
+    if (flag == m.name) named = &m;
   }
-  fs::path dir;
-  if (const char* e = std::getenv("SNAPKV_MODELS")) {
-    dir = e;
-  } else {
-    const char* home = std::getenv("HOME");
-    dir = fs::path(home ? home : ".") / ".cache" / "snapkv" / "models";
+  if (named == nullptr) {
+    throw Error(
+        fmt::format("model file '{}' does not exist (-m takes a GGUF file or a model name: {})", flag, known_names()));
   }
-  const fs::path p = dir / "gemma-3-270m-q4_k_m.gguf";
-  if (!fs::exists(p)) {
+  const fs::path p = model_cache_dir() / named->file;
+  if (fs::exists(p)) return p.string();
+  if (flag.empty()) {
     throw Error(
         fmt::format("no -m given and the default model {} is missing; fetch it with scripts/get-model.sh "
                     "(or pass -m MODEL.gguf)",
                     p.string()));
   }
-  return p.string();
+  throw Error(fmt::format("model '{}' is not in the model cache ({} is missing); fetch it with scripts/get-model.sh {}",
+                          flag, p.string(), named->name));
 }
 
 std::string read_text_file(const std::string& path) {

@@ -7,9 +7,10 @@
 
 namespace snapkv::cli {
 
-/// The model to use: `flag` if given, else the default model in the cache
-/// ($SNAPKV_MODELS or ~/.cache/snapkv/models). Throws snapkv::Error telling how to fetch it
-/// (scripts/get-model.sh) when the default model is missing, or naming a missing -m file.
+/// The model to use for -m `flag`: an existing path as given; else a model name ("gemma3",
+/// "smollm2") or, when `flag` is empty, the default model (gemma3), each resolved to its file in
+/// the model cache ($SNAPKV_MODELS or ~/.cache/snapkv/models). Throws snapkv::Error telling how to
+/// fetch a missing cached model (scripts/get-model.sh NAME), or naming a missing -m file.
 std::string resolve_model_path(const std::string& flag);
 
 /// Whole file as bytes. Throws snapkv::Error naming the file on failure.

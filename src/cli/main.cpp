@@ -1,7 +1,6 @@
 // snapkv: command-line entry point (llama.cpp-style flags).
-//   snapkv run      -m MODEL.gguf (-p TEXT | -f FILE) [-n N] [-t T] [-c CTX] [--temp T] ... [--press NAME --budget C]
-//   snapkv inspect  -m MODEL.gguf [--json]
-//   snapkv tokenize -m MODEL.gguf (-p TEXT | -f FILE) [--json]
+//   snapkv run      -m MODEL.gguf|gemma3|smollm2 (-p TEXT | -f FILE) [-n N] [-t T] [-c CTX] [--temp T] ... [--press
+//   NAME --budget C] snapkv inspect  -m MODEL.gguf [--json] snapkv tokenize -m MODEL.gguf (-p TEXT | -f FILE) [--json]
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -22,6 +21,9 @@ namespace {
 
 constexpr int64_t kMaxCount = int64_t{1} << 30;  // -n, -c, --top-k
 constexpr int64_t kMaxSpan = int64_t{1} << 24;   // --window, --kernel, --sinks (sums stay in int)
+constexpr const char* kModelHelp =
+    "GGUF model file, or a cached model by name: gemma3 (Gemma 3 270M Q4_K_M, the default) or smollm2 "
+    "(SmolLM2-135M-Instruct Q4_1); scripts/get-model.sh NAME fetches them";
 
 void add_run_options(CLI::App& run, RunOptions& o) {
   using snapkv::cli::int_in;
@@ -29,8 +31,7 @@ void add_run_options(CLI::App& run, RunOptions& o) {
   using snapkv::cli::one_of;
   using snapkv::cli::press_arg;
   using snapkv::cli::real_in;
-  run.add_option("-m,--model", o.model, "GGUF model file (default: the cached Gemma 3 270M Q4_K_M)")
-      ->check(non_empty("omit -m to use the default model"));
+  run.add_option("-m,--model", o.model, kModelHelp)->check(non_empty("omit -m to use the default model"));
   auto* p = run.add_option("-p,--prompt", o.prompt, "prompt text")->check(non_empty("give the text to continue"));
   auto* f = run.add_option("-f,--file", o.prompt_file, "read the prompt from a file")->check(non_empty("-f FILE"));
   p->excludes(f);
@@ -143,13 +144,13 @@ int main(int argc, char** argv) {
   std::string inspect_model;
   bool inspect_json = false;
   auto* inspect = app.add_subcommand("inspect", "architecture, hyper-parameters, tensors, types and sizes of a GGUF");
-  inspect->add_option("-m,--model", inspect_model, "GGUF file (default: the cached Gemma 3 270M)")->check(model_check);
+  inspect->add_option("-m,--model", inspect_model, kModelHelp)->check(model_check);
   inspect->add_flag("--json", inspect_json, "JSON output");
 
   snapkv::cli::TokenizeOptions tok_opt;
   bool tok_no_bos = false;
   auto* tokenize = app.add_subcommand("tokenize", "token ids and pieces of a text");
-  tokenize->add_option("-m,--model", tok_opt.model, "GGUF file (default: the cached Gemma 3 270M)")->check(model_check);
+  tokenize->add_option("-m,--model", tok_opt.model, kModelHelp)->check(model_check);
   auto* tok_p = tokenize->add_option_function<std::string>(
       "-p,--prompt", [&tok_opt](const std::string& t) { tok_opt.text = t, tok_opt.text_set = true; },
       "text to tokenize (or -f; exactly one of them)");
