@@ -171,16 +171,13 @@ void Engine::step(Batch& batch, Workspace& ws) const {
       m.embed({&rows[r].token, 1}, w.h_dec.data() + static_cast<int64_t>(r) * E);
     }
   const auto t_step = Clock::now();
-  for (size_t i = 0; i < plan.items.size(); ++i) {
-    PrefillJob& job = *plan.items[i]->job;
-    if (!job.started) {
-      job.started = true;
-      job.t_start = t_step;
-    }
-  }
-
   std::vector<PrefillPart>& parts = plan.parts;
   try {
+    for (Sequence::State* st : plan.items)
+      if (!st->job->started) {
+        st->start_job();
+        st->job->t_start = t_step;
+      }
     for (int il = 0; il < c.n_layer; ++il) {
       const bool full_layer = c.layer_window(il) == 0;
       for (bool first = true;; first = false) {

@@ -1,0 +1,52 @@
+// Misuse and failure paths of the runtime: a rejected or failed step leaves no trace in the
+// sequences it did not run, objects outlive what they were made from safely, and hostile values
+// are refused with snapkv::Error instead of undefined behaviour.
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "runtime/runtime_util.h"
+
+namespace snapkv {
+namespace {
+
+using rtest::prompt;
+
+// Engine::prefill whose step is rejected (here: the sequence belongs to another engine) drops
+// the prefill; the sequence must then be exactly as before: no press in its statistics and no
+// claim to retained window queries that were never computed (compress() used to read them).
+TEST(Robustness, RejectedPrefillLeavesTheSequenceAsItWas) {
+  auto e = rtest::stories(), other = rtest::stories();
+  const int V = e->info().n_vocab;
+  const auto p = prompt(120, V, 31);
+  Workspace ws(*e);
+  auto seq = e->new_sequence({});
+  PrefillOptions po;
+  po.press = PressSpec::parse("snapkv:budget=64,window=16");
+  po.retain_window = 16;
+  EXPECT_THROW(other->prefill(*seq, p, po, ws), Error);  // the workspace and sequence are e's
+  EXPECT_FALSE(seq->prefilling());
+  EXPECT_EQ(seq->n_past(), 0);
+  EXPECT_EQ(seq->stats().press, "none");
+  EXPECT_FALSE(seq->stats().compressed);
+  EXPECT_EQ(seq->stats().budget, 0);
+  EXPECT_EQ(seq->stats().n_prompt_tokens, 0);
+  EXPECT_EQ(seq->stats().compression_note, "");
+
+  // The same prompt again, without retained queries: compress() has nothing to work from.
+  e->prefill(*seq, p, {}, ws);
+  EXPECT_EQ(seq->n_past(), 120);
+  EXPECT_THROW(seq->compress(PressSpec::parse("snapkv:budget=64,window=16"), ws), Error);
+  EXPECT_EQ(seq->n_past(), 120);
+
+  // And with them the sequence compresses as a fresh one does.
+  auto fresh = e->new_sequence({});
+  PrefillOptions keep;
+  keep.retain_window = 16;
+  e->prefill(*fresh, p, keep, ws);
+  fresh->compress(PressSpec::parse("snapkv:budget=64,window=16"), ws);
+  EXPECT_TRUE(fresh->stats().compressed);
+}
+
+}  // namespace
+}  // namespace snapkv
