@@ -105,8 +105,10 @@ class Sequence {
   /// Compresses the held prompt now with `press`, every full-attention layer, exactly as if the
   /// press had been given to the prefill (the kept sets and the cache are identical). Needs the
   /// prefill's queries: PrefillOptions::retain_window >= the press's window, the sequence holding
-  /// exactly that prompt (nothing decoded, nothing compressed). Throws snapkv::Error otherwise or
-  /// for a bad spec. Uses the workspace's threads.
+  /// exactly that prompt (nothing decoded, nothing compressed). A press that keeps the whole
+  /// prompt (it fits the budget) only records that in stats(); the sequence may be compressed
+  /// later. Throws snapkv::Error otherwise or for a bad spec, changing nothing; if the press fails
+  /// in the middle, the sequence is reset. Uses the workspace's threads.
   void compress(const PressSpec& press, Workspace& ws);
 
   /// Empties the cache, positions, stats and pending prefill: the sequence can serve a new request.

@@ -240,8 +240,8 @@ void Sequence::compress(const PressSpec& press, Workspace& ws) {
   st.stats.compressed = plan.compress;
   st.stats.budget = plan.compress ? plan.capacity : 0;
   st.stats.compression_note = plan.note;
+  if (!plan.compress) return;  // the prompt is kept whole: nothing was compressed, compress() may run again
   st.compressed_once = true;
-  if (!plan.compress) return;
   std::vector<float> wq(static_cast<size_t>(c.n_head) * W * hd);
   int ci = 0, n_full = 0;
   for (int il = 0; il < c.n_layer; ++il) n_full += c.layer_window(il) == 0 ? 1 : 0;

@@ -48,5 +48,27 @@ TEST(Robustness, RejectedPrefillLeavesTheSequenceAsItWas) {
   EXPECT_TRUE(fresh->stats().compressed);
 }
 
+// compress() with a press that keeps the whole prompt (it fits the budget) compresses nothing,
+// as a prefill with that press does: the sequence may still be compressed afterwards (a prefill
+// with that press leaves the same freedom), and its statistics never claim a compression.
+TEST(Robustness, CompressThatKeepsEverythingIsNotOneShot) {
+  auto e = rtest::stories();
+  const int V = e->info().n_vocab;
+  Workspace ws(*e);
+  auto seq = e->new_sequence({});
+  PrefillOptions po;
+  po.retain_window = 16;
+  e->prefill(*seq, prompt(150, V, 4), po, ws);
+  const size_t full = seq->stats().kv_cache_bytes;
+  seq->compress(PressSpec::parse("snapkv:budget=4096,window=16"), ws);
+  EXPECT_FALSE(seq->stats().compressed);
+  EXPECT_FALSE(seq->stats().compression_note.empty());
+  EXPECT_EQ(seq->stats().kv_cache_bytes, full);
+  seq->compress(PressSpec::parse("snapkv:budget=64,window=16"), ws);
+  EXPECT_TRUE(seq->stats().compressed);
+  EXPECT_LT(seq->stats().kv_cache_bytes, full);
+  EXPECT_THROW(seq->compress(PressSpec::parse("snapkv:budget=32,window=16"), ws), Error);
+}
+
 }  // namespace
 }  // namespace snapkv
