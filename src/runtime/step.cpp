@@ -153,7 +153,7 @@ void finish_layer(Sequence::State& st, PrefillJob& job, int il, int n_threads) {
 void Engine::step(Batch& batch, Workspace& ws) const {
   Workspace::Impl& w = ws.impl();
   const Model& m = *model_;
-  if (w.model != &m) throw Error("step: the workspace was made for another engine");
+  if (w.model.get() != &m) throw Error("step: the workspace was made for another engine");
   StepPlan& plan = w.plan;
   check_batch(m, batch, w.max_rows, plan);
   const ModelConfig& c = m.config();

@@ -70,5 +70,24 @@ TEST(Robustness, CompressThatKeepsEverythingIsNotOneShot) {
   EXPECT_THROW(seq->compress(PressSpec::parse("snapkv:budget=32,window=16"), ws), Error);
 }
 
+// A workspace keeps its engine's model alive: with a raw pointer, a model loaded later at the
+// freed one's address would pass step()'s "made for this engine" check with buffers sized for
+// another model.
+TEST(Robustness, WorkspaceKeepsItsModelAlive) {
+  auto e = rtest::stories();
+  std::weak_ptr<const Model> model = e->model_ptr();
+  auto ws = std::make_unique<Workspace>(*e);
+  e.reset();
+  EXPECT_FALSE(model.expired());
+  auto e2 = rtest::stories();
+  auto seq = e2->new_sequence({});
+  Batch b;
+  b.add(*seq, 1);
+  EXPECT_THROW(e2->step(b, *ws), Error);
+  EXPECT_EQ(seq->n_past(), 0);
+  ws.reset();
+  EXPECT_TRUE(model.expired());
+}
+
 }  // namespace
 }  // namespace snapkv
