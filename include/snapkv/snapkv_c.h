@@ -244,8 +244,9 @@ SNAPKV_API snapkv_status snapkv_sampler_new(float temp, int32_t top_k, float top
                                             snapkv_sampler** out) SNAPKV_NOEXCEPT;
 /** Releases the sampler (NULL is ignored). */
 SNAPKV_API void snapkv_sampler_free(snapkv_sampler* sampler) SNAPKV_NOEXCEPT;
-/** Picks a token id in [0, n_logits) from logits[0 .. n_logits). Errors:
- *  SNAPKV_ERR_INVALID_ARGUMENT (NULL argument, n_logits 0 or > INT32_MAX). */
+/** Picks a token id in [0, n_logits) from logits[0 .. n_logits); a -INFINITY logit (a masked
+ *  token) is never picked. Errors: SNAPKV_ERR_INVALID_ARGUMENT (NULL argument, n_logits 0 or >
+ *  INT32_MAX, a NaN or +INFINITY logit, every logit -INFINITY). */
 SNAPKV_API snapkv_status snapkv_sampler_sample(snapkv_sampler* sampler, const float* logits, size_t n_logits,
                                                int32_t* token) SNAPKV_NOEXCEPT;
 

