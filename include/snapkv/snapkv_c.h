@@ -294,7 +294,8 @@ typedef struct snapkv_generate_result {
  *  params->press), then params->question uncompressed, then samples up to n_predict tokens,
  *  calling cb (may be NULL) for each. params NULL = the defaults; result may be NULL.
  *  Errors: SNAPKV_ERR_INVALID_ARGUMENT (NULL seq/prompt, n_prompt 0, a non-empty sequence, bad
- *  settings or press spec, token ids out of range, NULL stop string, no tokenizer),
+ *  settings or press spec, token ids out of range, NULL stop string or one that is not valid
+ *  UTF-8, no tokenizer),
  *  SNAPKV_ERR_CONTEXT_FULL (the prompt does not fit), SNAPKV_ERR_OUT_OF_MEMORY. Generation that
  *  runs out of context mid-way is not an error: it ends with SNAPKV_STOP_CONTEXT_FULL. */
 SNAPKV_API snapkv_status snapkv_generate(snapkv_sequence* seq, const int32_t* prompt, size_t n_prompt,

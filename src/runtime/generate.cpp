@@ -106,6 +106,12 @@ GenerateResult generate(const Engine& engine, Sequence& seq, std::span<const int
   if (n_prompt > seq.n_ctx())
     throw Error(fmt::format("prompt of {} tokens does not fit the context of {} tokens (-c)", n_prompt, seq.n_ctx()));
   Sampler sampler(opt.sampling);  // checks the settings before any work
+  for (size_t i = 0; i < opt.stop.size(); ++i) {
+    // The text is valid UTF-8; a needle that is not could match inside a character and cut it.
+    std::string valid;
+    append_valid_utf8(valid, opt.stop[i], /*hold_tail=*/false);
+    if (valid != opt.stop[i]) throw Error(fmt::format("stop string {} is not valid UTF-8", i));
+  }
   const Tokenizer& tok = engine.tokenizer();
 
   GenerateResult res;

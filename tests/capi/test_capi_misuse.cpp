@@ -34,5 +34,29 @@ TEST(CApiMisuse, SamplerRefusesNonFiniteLogits) {
   }
 }
 
+// Stop strings are matched against valid UTF-8 text: one that is not valid UTF-8 could cut a
+// character in two, so it is refused before any work; empty ones are ignored.
+TEST(CApiMisuse, StopStringsMustBeUtf8) {
+  EnginePtr e = load_stories();
+  ASSERT_TRUE(e);
+  const std::vector<int32_t> ids = tokenize(e.get(), "Once upon a time");
+  SequencePtr seq = new_sequence(e.get());
+  snapkv_generate_params p = greedy(8);
+  const char* bad[2] = {"Lily", "\xa9"};
+  p.stop = bad;
+  p.n_stop = 2;
+  expect_error(snapkv_generate(seq.get(), ids.data(), ids.size(), &p, nullptr, nullptr, nullptr),
+               SNAPKV_ERR_INVALID_ARGUMENT, "snapkv_generate", "stop string 1 is not valid UTF-8");
+  EXPECT_EQ(snapkv_sequence_n_past(seq.get()), 0);
+  const char* empty[1] = {""};
+  p.stop = empty;
+  p.n_stop = 1;
+  Streamed out;
+  snapkv_generate_result r;
+  ASSERT_EQ(snapkv_generate(seq.get(), ids.data(), ids.size(), &p, record, &out, &r), SNAPKV_OK) << snapkv_last_error();
+  EXPECT_EQ(r.stop_reason, SNAPKV_STOP_N_PREDICT);
+  EXPECT_EQ(r.n_tokens, 8);
+}
+
 }  // namespace
 }  // namespace snapkv::capitest

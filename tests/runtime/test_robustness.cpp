@@ -89,5 +89,86 @@ TEST(Robustness, WorkspaceKeepsItsModelAlive) {
   EXPECT_TRUE(model.expired());
 }
 
+GenerateOptions greedy(int64_t n) {
+  GenerateOptions o;
+  o.n_predict = n;
+  o.sampling.temp = 0;
+  o.ignore_eos = true;
+  return o;
+}
+
+struct GenRun {
+  GenerateResult r;
+  std::string streamed;
+  int final_calls = 0;
+};
+
+GenRun run(const Engine& e, Workspace& ws, const std::vector<int32_t>& ids, GenerateOptions o) {
+  GenRun out;
+  o.on_token = [&out](int32_t id, std::string_view t) {
+    out.streamed += t;
+    out.final_calls += id < 0 ? 1 : 0;
+    return true;
+  };
+  auto seq = e.new_sequence({});
+  out.r = generate(e, *seq, ids, {}, o, ws);
+  return out;
+}
+
+// Stop strings at the edges: matching the first token, empty ones (ignored), one that is a
+// prefix of another, one that the whole text is a prefix of (held back to the end, then
+// streamed), overlapping candidates, invalid UTF-8 (refused: it could
+// cut the text inside a character, and the stream promises valid UTF-8).
+TEST(Robustness, StopStringEdges) {
+  auto e = rtest::stories();
+  const auto ids = e->tokenizer().encode("Once upon a time", true, false);
+  Workspace ws(*e);
+  const GenRun full = run(*e, ws, ids, greedy(16));
+  ASSERT_GT(full.r.text.size(), 12u);
+  const std::string first = e->tokenizer().token_to_piece(full.r.tokens[0]);
+  ASSERT_FALSE(first.empty());
+
+  GenerateOptions o = greedy(16);
+  o.stop = {first};
+  GenRun r = run(*e, ws, ids, o);
+  EXPECT_EQ(r.r.stop_reason, StopReason::StopString);
+  EXPECT_EQ(r.r.text, "");
+  EXPECT_EQ(r.streamed, "");
+  EXPECT_EQ(r.r.tokens.size(), 1u);
+  EXPECT_EQ(r.final_calls, 1);
+
+  o.stop = {"", ""};
+  r = run(*e, ws, ids, o);
+  EXPECT_EQ(r.r.stop_reason, StopReason::NPredict);
+  EXPECT_EQ(r.r.text, full.r.text);
+  EXPECT_EQ(r.streamed, full.r.text);
+
+  o.stop = {full.r.text + "zzz"};
+  r = run(*e, ws, ids, o);
+  EXPECT_EQ(r.r.stop_reason, StopReason::NPredict);
+  EXPECT_EQ(r.r.text, full.r.text);
+  EXPECT_EQ(r.streamed, full.r.text);
+  EXPECT_EQ(r.final_calls, 1);
+
+  // Completed by the same token: the earliest match wins. A longer candidate that began earlier
+  // but is not complete yet does not delay the stop.
+  o.stop = {full.r.text.substr(4, 3), full.r.text.substr(3, 4)};
+  r = run(*e, ws, ids, o);
+  EXPECT_EQ(r.r.stop_reason, StopReason::StopString);
+  EXPECT_EQ(r.r.text, full.r.text.substr(0, 3));
+  EXPECT_EQ(r.streamed, r.r.text);
+  o.stop = {full.r.text.substr(3, 12), full.r.text.substr(5, 2)};
+  r = run(*e, ws, ids, o);
+  EXPECT_EQ(r.r.text, full.r.text.substr(0, 5));
+  EXPECT_EQ(r.streamed, r.r.text);
+
+  for (const std::string& bad : {std::string("\xa9"), std::string("ab\xc3"), std::string("\xff\xfe")}) {
+    o.stop = {"fine", bad};
+    auto seq = e->new_sequence({});
+    EXPECT_THROW(generate(*e, *seq, ids, {}, o, ws), Error);
+    EXPECT_EQ(seq->n_past(), 0);
+  }
+}
+
 }  // namespace
 }  // namespace snapkv
