@@ -13,6 +13,39 @@
 namespace snapkv::capitest {
 namespace {
 
+/// The last error is fit for one log line: no control bytes, bounded length.
+void expect_one_line(const std::string& what) {
+  const std::string m = snapkv_last_error();
+  for (const char ch : m) {
+    const auto u = static_cast<unsigned char>(ch);
+    EXPECT_TRUE(u >= 0x20 && u != 0x7f) << what << ": control byte " << int{u} << " in: " << m;
+  }
+  EXPECT_LT(m.size(), 600u) << what << ": " << m.substr(0, 200);
+}
+
+// Press specs from the caller are echoed into snapkv_last_error(): escaped and cut, so the
+// message stays one printable line however hostile the spec.
+TEST(CApiMisuse, HostilePressSpecsGiveOneLineErrors) {
+  EnginePtr e = load_stories();
+  ASSERT_TRUE(e);
+  SequencePtr seq = new_sequence(e.get());
+  const std::vector<int32_t> ids = tokenize(e.get(), "Once upon a time");
+  const std::string huge = "snapkv:budget=" + std::string(1 << 20, '7');
+  const std::string many = std::string(1 << 16, ',');
+  for (const char* spec : {"snap\nkv", "snapkv:window=\x1b[2J", "snapkv:window=3\r\nX-Injected: 1", "\xff\xfe:a=b",
+                           "nosuch\x7f", huge.c_str(), many.c_str()}) {
+    expect_error(snapkv_prefill(seq.get(), ids.data(), ids.size(), spec, nullptr), SNAPKV_ERR_INVALID_ARGUMENT,
+                 "snapkv_prefill");
+    expect_one_line(std::string(spec).substr(0, 20));
+    snapkv_generate_params p = greedy(2);
+    p.press = spec;
+    expect_error(snapkv_generate(seq.get(), ids.data(), ids.size(), &p, nullptr, nullptr, nullptr),
+                 SNAPKV_ERR_INVALID_ARGUMENT, "snapkv_generate");
+    expect_one_line(std::string(spec).substr(0, 20));
+  }
+  EXPECT_EQ(snapkv_sequence_n_past(seq.get()), 0);
+}
+
 TEST(CApiMisuse, SamplerRefusesNonFiniteLogits) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <random>
+#include <string>
 
 #include "runtime/runtime_util.h"
 
@@ -167,6 +169,52 @@ TEST(Robustness, StopStringEdges) {
     auto seq = e->new_sequence({});
     EXPECT_THROW(generate(*e, *seq, ids, {}, o, ws), Error);
     EXPECT_EQ(seq->n_past(), 0);
+  }
+}
+
+// Hostile press specs: every error is one printable line of bounded length (the C API hands
+// it out as a C string: snapkv_last_error() promises one line), and random byte strings either
+// parse into a spec that round-trips or throw snapkv::Error.
+TEST(Robustness, HostilePressSpecs) {
+  auto one_line = [](const std::string& spec) {
+    try {
+      validate_press_spec(PressSpec::parse(spec));
+      return std::string("accepted");
+    } catch (const Error& err) {
+      const std::string m = err.what();
+      for (const char ch : m) {
+        const auto u = static_cast<unsigned char>(ch);
+        EXPECT_TRUE(u >= 0x20 && u != 0x7f) << "control byte " << int{u} << " in: " << m;
+      }
+      EXPECT_LT(m.size(), 600u) << m.substr(0, 200);
+      return m;
+    }
+  };
+  for (const std::string& spec :
+       {std::string("snap\nkv"), std::string("snapkv:budget=1\n2"), std::string("snapkv:budget=12\0", 17),
+        std::string("snapkv:window=\x1b[31m"), std::string("snapkv:") + std::string(1 << 20, 'x'),
+        std::string("snapkv:budget=") + std::string(1 << 20, '9'), std::string(1 << 20, ','),
+        std::string("snapkv:budget=64,window=16,") + std::string("\xff\xfe")})
+    EXPECT_NE(one_line(spec), "accepted") << spec.substr(0, 40);
+
+  std::mt19937_64 rng(9);
+  const std::string alphabet =
+      "snapkvbudgetwindowratio:=,._-0123456789 \t\x01\xc3\xa9"
+      "e+";
+  for (int i = 0; i < 20000; ++i) {
+    std::string s(rng() % 40, ' ');
+    for (auto& ch : s) ch = alphabet[rng() % alphabet.size()];
+    if (rng() % 3 == 0) s = "snapkv:" + s;
+    try {
+      const PressSpec spec = PressSpec::parse(s);
+      EXPECT_EQ(PressSpec::parse(spec.to_string()), spec) << s;
+      try {
+        validate_press_spec(spec);
+      } catch (const Error&) {
+      }
+    } catch (const Error& err) {
+      EXPECT_EQ(std::string(err.what()).find('\n'), std::string::npos) << s;
+    }
   }
 }
 
