@@ -79,7 +79,12 @@ void attention(const AttentionParams& p, const float* q, const int32_t* q_pos, i
     qa = q16;
   }
 
-  if (n_q > 1) {
+  // A decode query over a head longer than the decode scratch holds (max_keys) takes the blocked
+  // kernel, which has no key-count bound: a sequence may hold more positions than the engine
+  // sized its workspaces for (n_ctx_train), and failing here would fail a whole Engine::step.
+  bool beyond = false;
+  for (const auto& hc : cache.heads) beyond = beyond || hc.size() > ws.max_keys_;
+  if (n_q > 1 || beyond) {
     const auto threads = static_cast<size_t>(n_threads);
     const size_t rows = attn::prefill_block_rows(p);
     if (ws.thread_.size() < threads * ws.thread_floats_) ws.thread_.resize(threads * ws.thread_floats_);

@@ -33,8 +33,9 @@ struct AttentionParams {
 };
 
 /// Scratch memory of the attention kernels, allocated once (per Session) so decoding allocates
-/// nothing. `max_keys` bounds the entries of any head (n_ctx); `max_queries` the queries of one
-/// call (the prefill chunk).
+/// nothing. `max_keys` sizes the decode kernel's score rows (a decode query over a longer head
+/// takes the blocked kernel instead, whose buffers grow on first use); `max_queries` bounds the
+/// queries of one call (the prefill chunk).
 class AttentionWorkspace {
  public:
   AttentionWorkspace(const AttentionParams& shape, int64_t max_keys, int64_t max_queries);
@@ -66,7 +67,7 @@ class AttentionWorkspace {
 /// q: [n_q][n_head][head_dim] f32 (after RoPE, unscaled); q_pos: [n_q] positions; out:
 /// [n_q][n_head][head_dim] f32. A query with no visible key gets a zero output.
 /// Runs on `n_threads` OpenMP threads (results do not depend on the count).
-/// Throws snapkv::Error if n_q or a head's entry count exceeds the workspace, shapes mismatch or
+/// Throws snapkv::Error if n_q exceeds the workspace's max_queries, shapes mismatch or
 /// n_threads < 1.
 void attention(const AttentionParams& p, const float* q, const int32_t* q_pos, int64_t n_q, const KVLayerCache& cache,
                float* out, AttentionWorkspace& ws, int n_threads);

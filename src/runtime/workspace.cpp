@@ -15,6 +15,8 @@ int64_t checked_rows(int64_t rows) {
   return rows;
 }
 
+// Keys the decode kernel's score rows hold; a decode over a longer head (a sequence may hold up
+// to 2^30 positions) takes the blocked attention kernel instead.
 // TODO(decode-attn slice): the split-K decode kernel needs no key-count bound.
 int64_t decode_keys(const Model& m) { return std::max<int64_t>(m.config().n_ctx_train, int64_t{1} << 15); }
 
