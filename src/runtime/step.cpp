@@ -199,7 +199,7 @@ void Engine::step(Batch& batch, Workspace& ws) const {
         w.spans.clear();
         if (rows_dec > 0)
           for (const DecodeSpan& s : plan.spans) {
-            s.st->cache.make_room(il, s.n);
+            s.st->cache.make_room(il, s.n, /*decode=*/true);
             w.spans.push_back({s.row0, s.n, &s.st->cache.layer(il)});
           }
         for (const PrefillPart& p : parts) {
