@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <random>
+#include <stdexcept>
 #include <string>
 
 #include "runtime/runtime_util.h"
@@ -70,6 +71,62 @@ TEST(Robustness, CompressThatKeepsEverythingIsNotOneShot) {
   EXPECT_TRUE(seq->stats().compressed);
   EXPECT_LT(seq->stats().kv_cache_bytes, full);
   EXPECT_THROW(seq->compress(PressSpec::parse("snapkv:budget=32,window=16"), ws), Error);
+}
+
+// An error in the middle of a step (here the progress callback of a prefill item throws at its
+// third layer) resets every sequence of the batch, leaves the others alone, and leaves the
+// workspace usable: the same sequences served again give the results they give alone.
+TEST(Robustness, FailureInTheMiddleOfAStepResetsTheBatchOnly) {
+  auto e = rtest::stories();
+  const int V = e->info().n_vocab;
+  const auto pa = prompt(30, V, 1), pb = prompt(100, V, 2), pc = prompt(40, V, 3);
+  const auto alone_a = rtest::run_alone(*e, pa, "none", 4, KVType::F16);
+  Workspace ws(*e);
+  auto a = e->new_sequence({}), b = e->new_sequence({}), c = e->new_sequence({});
+  const int32_t ta = argmax(e->prefill(*a, pa, {}, ws));
+  e->prefill(*c, pc, {}, ws);
+  const size_t c_bytes = c->stats().kv_cache_bytes;
+  for (const int64_t budget : {int64_t{0}, int64_t{150}}) {
+    PrefillOptions po;
+    po.press = PressSpec::parse("snapkv:budget=40,window=8");
+    po.retain_window = 8;
+    po.progress = [](int done, int) {
+      if (done == 3) throw std::runtime_error("progress callback failed");
+    };
+    b->begin_prefill(pb, po);
+    Batch batch;
+    bool thrown = false;
+    for (int s = 0; s < 10 && !thrown; ++s) {
+      batch.clear();
+      if (a->n_past() > 0) batch.add(*a, ta);
+      batch.add_prefill(*b, budget);
+      try {
+        e->step(batch, ws);
+      } catch (const std::runtime_error& err) {
+        EXPECT_STREQ(err.what(), "progress callback failed");
+        thrown = true;
+      }
+    }
+    ASSERT_TRUE(thrown) << budget;
+    for (const Sequence* s : {a.get(), b.get()}) {
+      EXPECT_EQ(s->n_past(), 0) << budget;
+      EXPECT_FALSE(s->prefilling()) << budget;
+      EXPECT_EQ(s->stats().kv_cache_bytes, 0u) << budget;
+      EXPECT_EQ(s->stats().press, "none") << budget;
+      EXPECT_TRUE(s->prefill_logits().empty()) << budget;
+      EXPECT_THROW(const_cast<Sequence*>(s)->compress(PressSpec::parse("snapkv:budget=40,window=8"), ws), Error);
+    }
+    EXPECT_EQ(c->n_past(), 40);
+    EXPECT_EQ(c->stats().kv_cache_bytes, c_bytes);
+    // Served again on the same workspace: as alone.
+    a = e->new_sequence({});
+    const auto l = e->prefill(*a, pa, {}, ws);
+    EXPECT_TRUE(std::equal(l.begin(), l.end(), alone_a.logits[0].begin()));
+    Batch one;
+    one.add(*a, alone_a.tokens[0]);
+    e->step(one, ws);
+    EXPECT_TRUE(std::equal(one.logits(0).begin(), one.logits(0).end(), alone_a.logits[1].begin()));
+  }
 }
 
 // A workspace keeps its engine's model alive: with a raw pointer, a model loaded later at the
