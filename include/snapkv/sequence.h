@@ -43,7 +43,8 @@ struct PrefillOptions {
   /// floats per layer) so that Sequence::compress() can compress this prompt later, e.g. on
   /// fork()s with different presses. 0 = keep none.
   int retain_window = 0;
-  /// If set, receives the logits of every prompt token, [n_tokens x n_vocab] row-major.
+  /// If set, receives the logits of every prompt token, [n_tokens x n_vocab] row-major, when the
+  /// prefill finishes (the vector must outlive every step of a prefill advanced in slices).
   std::vector<float>* all_logits = nullptr;
   /// Called after each layer: progress(layers_done, n_layer).
   std::function<void(int, int)> progress;

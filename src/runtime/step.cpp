@@ -51,6 +51,7 @@ void check_batch(const Model& model, Batch& batch, int64_t max_rows, StepPlan& p
   plan.items.clear();
   plan.budget.clear();
   const uint64_t id = ++g_step_id;
+  for (Batch::Row& r : batch.rows()) r.out = -1;  // no row has logits until this step gives them
   const auto& rows = batch.rows();
   if (rows.empty() && batch.prefills().empty()) throw Error("step: empty batch (no decode rows, no prefill)");
   if (static_cast<int64_t>(rows.size()) > max_rows)

@@ -129,6 +129,25 @@ TEST(Robustness, FailureInTheMiddleOfAStepResetsTheBatchOnly) {
   }
 }
 
+// A batch stepped again without clear(): a step that fails leaves no row claiming the previous
+// step's logits (they belong to tokens that were not run this time).
+TEST(Robustness, FailedStepLeavesNoStaleLogits) {
+  auto e = rtest::stories();
+  const int V = e->info().n_vocab;
+  Workspace ws(*e);
+  SequenceOptions so;
+  so.n_ctx = 12;
+  auto a = e->new_sequence(so);
+  e->prefill(*a, prompt(11, V, 5), {}, ws);
+  Batch b;
+  b.add(*a, 7);
+  e->step(b, ws);
+  EXPECT_EQ(b.logits(0).size(), static_cast<size_t>(V));
+  EXPECT_THROW(e->step(b, ws), Error);  // the context is full now
+  EXPECT_THROW(b.logits(0), Error);
+  EXPECT_EQ(a->n_past(), 12);
+}
+
 // A workspace keeps its engine's model alive: with a raw pointer, a model loaded later at the
 // freed one's address would pass step()'s "made for this engine" check with buffers sized for
 // another model.
