@@ -36,7 +36,9 @@
  * different sequences of it, may run in different threads at once (each call that runs the
  * model borrows a scratch workspace from a pool inside the engine, so concurrent calls never
  * share scratch memory; each uses the engine's n_threads OpenMP threads). A sequence or a
- * sampler must be used by one thread at a time. snapkv_last_error() is per thread.
+ * sampler must be used by one thread at a time. A handle must not be freed while another thread
+ * uses it (sequences keep their engine's model, so freeing the engine handle while its sequences
+ * run elsewhere is fine). snapkv_last_error() is per thread.
  */
 #ifndef SNAPKV_SNAPKV_C_H
 #define SNAPKV_SNAPKV_C_H
@@ -256,7 +258,8 @@ SNAPKV_API snapkv_status snapkv_sampler_sample(snapkv_sampler* sampler, const fl
  *  NUL-terminated, possibly empty; valid only during the call), and once at the end with token
  *  -1 and the text held back until then (for instance a possible beginning of a stop string).
  *  Return nonzero to stop (SNAPKV_STOP_CANCELLED; ignored on the final call). The callback
- *  must not throw or longjmp. */
+ *  must not throw or longjmp, and must not call any function on the sequence being generated
+ *  (free, reset, prefill, decode, generate): it is in use until snapkv_generate returns. */
 typedef int (*snapkv_token_callback)(void* user, int32_t token, const char* text, size_t len);
 
 /** Settings of snapkv_generate; start from snapkv_generate_params_default(). */
