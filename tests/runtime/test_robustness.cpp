@@ -248,6 +248,27 @@ TEST(Robustness, StopStringEdges) {
   }
 }
 
+// generate() checks the question's ids before it prefills the context: a bad id must not leave
+// the sequence holding the context (it would refuse the retry: "must be empty").
+TEST(Robustness, GenerateChecksEveryIdBeforeAnyWork) {
+  auto e = rtest::stories();
+  const int V = e->info().n_vocab;
+  Workspace ws(*e);
+  auto seq = e->new_sequence({});
+  const auto ctx = prompt(50, V, 8);
+  for (const std::vector<int32_t>& q : {std::vector<int32_t>{5, V}, std::vector<int32_t>{-1}}) {
+    EXPECT_THROW(generate(*e, *seq, ctx, q, greedy(4), ws), Error);
+    EXPECT_EQ(seq->n_past(), 0);
+    EXPECT_FALSE(seq->prefilling());
+  }
+  std::vector<int32_t> bad_ctx = ctx;
+  bad_ctx.back() = V + 7;
+  EXPECT_THROW(generate(*e, *seq, bad_ctx, {}, greedy(4), ws), Error);
+  EXPECT_EQ(seq->n_past(), 0);
+  const GenerateResult r = generate(*e, *seq, ctx, std::vector<int32_t>{5, 6}, greedy(4), ws);
+  EXPECT_EQ(r.tokens.size(), 4u);
+}
+
 // Hostile press specs: every error is one printable line of bounded length (the C API hands
 // it out as a C string: snapkv_last_error() promises one line), and random byte strings either
 // parse into a spec that round-trips or throw snapkv::Error.
