@@ -35,10 +35,12 @@
  * Thread-safety. An engine is immutable after loading: every function on it, and calls on
  * different sequences of it, may run in different threads at once (each call that runs the
  * model borrows a scratch workspace from a pool inside the engine, so concurrent calls never
- * share scratch memory; each uses the engine's n_threads OpenMP threads). A sequence or a
- * sampler must be used by one thread at a time. A handle must not be freed while another thread
- * uses it (sequences keep their engine's model, so freeing the engine handle while its sequences
- * run elsewhere is fine). snapkv_last_error() is per thread.
+ * share scratch memory; each uses the engine's n_threads OpenMP threads; the pool keeps as many
+ * workspaces as calls ever ran at once, each about 512 rows of activations, until the engine
+ * handle and all its sequences are freed). A sequence or a sampler must be used by one thread at
+ * a time. A handle must not be freed while another thread uses it (sequences keep their engine's
+ * model, so freeing the engine handle while its sequences run elsewhere is fine).
+ * snapkv_last_error() is per thread.
  */
 #ifndef SNAPKV_SNAPKV_C_H
 #define SNAPKV_SNAPKV_C_H
