@@ -248,6 +248,62 @@ TEST(Robustness, StopStringEdges) {
   }
 }
 
+bool valid_utf8(const std::string& s) {
+  std::string v;
+  append_valid_utf8(v, s, false);
+  return v == s;
+}
+
+// Multi-byte text (Gemma 3 writing Japanese): every streamed piece is valid UTF-8, the stream
+// equals the text, and a stop string made of multi-byte characters (spanning tokens or not)
+// cuts the text exactly before it.
+TEST(Robustness, GemmaMultiByteStreamingAndStops) {
+  auto e = rtest::gemma();
+  if (!e) GTEST_SKIP() << "Gemma 3 270M not in the model cache (scripts/get-model.sh)";
+  Workspace ws(*e);
+  const auto ids = e->tokenizer().encode(
+      "<start_of_turn>user\n日本の首都について日本語で三文で説明してください。<end_of_turn>\n<start_of_turn>model\n",
+      true, true);
+  std::vector<std::string> pieces;
+  GenerateOptions o = greedy(24);
+  o.ignore_eos = false;
+  o.on_token = [&](int32_t, std::string_view t) {
+    pieces.emplace_back(t);
+    return true;
+  };
+  auto seq = e->new_sequence({});
+  const GenerateResult full = generate(*e, *seq, ids, {}, o, ws);
+  std::string streamed;
+  for (const auto& p : pieces) {
+    EXPECT_TRUE(valid_utf8(p)) << p;
+    streamed += p;
+  }
+  EXPECT_EQ(streamed, full.text);
+  ASSERT_TRUE(valid_utf8(full.text));
+  // The first multi-byte character past the first byte, and the two characters from there.
+  size_t at = 1;
+  while (at < full.text.size() && static_cast<unsigned char>(full.text[at]) < 0xC0) ++at;  // a lead byte
+  if (at >= full.text.size()) GTEST_SKIP() << "no multi-byte output: " << full.text;
+  const auto char_len = [](unsigned char lead) { return lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4; };
+  size_t end = at;
+  for (int chars = 0; chars < 2 && end < full.text.size(); ++chars)
+    end += static_cast<size_t>(char_len(static_cast<unsigned char>(full.text[end])));
+  const std::string stop = full.text.substr(at, end - at);
+  ASSERT_TRUE(valid_utf8(stop)) << stop;
+  pieces.clear();
+  o.stop = {stop};
+  auto seq2 = e->new_sequence({});
+  const GenerateResult cut = generate(*e, *seq2, ids, {}, o, ws);
+  EXPECT_EQ(cut.stop_reason, StopReason::StopString);
+  EXPECT_EQ(cut.text, full.text.substr(0, full.text.find(stop)));
+  streamed.clear();
+  for (const auto& p : pieces) {
+    EXPECT_TRUE(valid_utf8(p)) << p;
+    streamed += p;
+  }
+  EXPECT_EQ(streamed, cut.text);
+}
+
 // generate() checks the question's ids before it prefills the context: a bad id must not leave
 // the sequence holding the context (it would refuse the retry: "must be empty").
 TEST(Robustness, GenerateChecksEveryIdBeforeAnyWork) {
