@@ -12,6 +12,9 @@ namespace snapkv {
 
 class Sequence;
 
+/// A batch holds pointers to its sequences: each must stay alive (and not be used elsewhere)
+/// until the batch is cleared or stepped for the last time; stepping a batch that names a
+/// destroyed sequence is undefined.
 class Batch {
  public:
   /// A decode row: `token` is appended to `seq` at position seq.n_past() + (rows of seq already
@@ -32,7 +35,8 @@ class Batch {
   int n_prefills() const { return static_cast<int>(prefills_.size()); }
 
   /// After a step: the logits of decode row `row` (n_vocab floats), valid until the next step or
-  /// clear(). Throws snapkv::Error for a row without logits or out of range.
+  /// clear(). Throws snapkv::Error for a row without logits (not asked for, or the last step
+  /// failed) or out of range.
   std::span<const float> logits(int row) const;
   /// After a step: true if prefill item `item` finished (its sequence is ready to decode);
   /// its last-token logits are then Sequence::prefill_logits().

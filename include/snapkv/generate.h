@@ -36,8 +36,10 @@ struct GenerateOptions {
   int64_t n_predict = 128;  ///< most tokens to generate (>= 0)
   SamplerOptions sampling;  ///< temperature, top-k, top-p, seed
   bool ignore_eos = false;  ///< do not stop at end-of-generation tokens
-  /// Stop strings: generation ends when the text contains one; the text is cut before it. Text
-  /// that might begin a stop string is held back from the stream until it is decided.
+  /// Stop strings (valid UTF-8; empty ones are ignored): generation ends as soon as the text
+  /// contains one (of the matches completed by the same token, the earliest); the text is cut
+  /// before it. Text that might begin a stop string is held back from the stream until it is
+  /// decided.
   std::vector<std::string> stop;
   PressSpec press;  ///< compression of the context's KV cache ("none": full cache)
   /// Streaming: called for every generated token with the text it completes (valid UTF-8,
@@ -64,8 +66,9 @@ struct GenerateResult {
 
 /// Runs one request on `seq` (which must be empty): prefills `context` with options.press, then
 /// `question` (if not empty) uncompressed after it, then samples up to n_predict tokens.
-/// Throws snapkv::Error for bad options (n_predict < 0, empty context, sampler settings), a
-/// prompt that does not fit the sequence's context, or anything Engine::step rejects.
+/// Throws snapkv::Error for bad options (n_predict < 0, empty context, sampler settings, a stop
+/// string that is not valid UTF-8), a prompt that does not fit the sequence's context, or
+/// anything Engine::step rejects.
 GenerateResult generate(const Engine& engine, Sequence& seq, std::span<const int32_t> context,
                         std::span<const int32_t> question, const GenerateOptions& opt, Workspace& ws);
 

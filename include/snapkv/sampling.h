@@ -24,7 +24,8 @@ class Sampler {
  public:
   /// Throws snapkv::Error for NaN temp/top_p or top_p <= 0.
   explicit Sampler(const SamplerOptions& opt);
-  /// Returns the chosen id in [0, logits.size()). Throws snapkv::Error for empty logits.
+  /// Returns the chosen id in [0, logits.size()); a -inf logit (a masked token) is never chosen.
+  /// Throws snapkv::Error for empty logits, a NaN or +inf logit, or logits that are all -inf.
   int32_t sample(std::span<const float> logits);
 
  private:

@@ -43,7 +43,8 @@ struct PrefillOptions {
   /// floats per layer) so that Sequence::compress() can compress this prompt later, e.g. on
   /// fork()s with different presses. 0 = keep none.
   int retain_window = 0;
-  /// If set, receives the logits of every prompt token, [n_tokens x n_vocab] row-major.
+  /// If set, receives the logits of every prompt token, [n_tokens x n_vocab] row-major, when the
+  /// prefill finishes (the vector must outlive every step of a prefill advanced in slices).
   std::vector<float>* all_logits = nullptr;
   /// Called after each layer: progress(layers_done, n_layer).
   std::function<void(int, int)> progress;
@@ -105,8 +106,10 @@ class Sequence {
   /// Compresses the held prompt now with `press`, every full-attention layer, exactly as if the
   /// press had been given to the prefill (the kept sets and the cache are identical). Needs the
   /// prefill's queries: PrefillOptions::retain_window >= the press's window, the sequence holding
-  /// exactly that prompt (nothing decoded, nothing compressed). Throws snapkv::Error otherwise or
-  /// for a bad spec. Uses the workspace's threads.
+  /// exactly that prompt (nothing decoded, nothing compressed). A press that keeps the whole
+  /// prompt (it fits the budget) only records that in stats(); the sequence may be compressed
+  /// later. Throws snapkv::Error otherwise or for a bad spec, changing nothing; if the press fails
+  /// in the middle, the sequence is reset. Uses the workspace's threads.
   void compress(const PressSpec& press, Workspace& ws);
 
   /// Empties the cache, positions, stats and pending prefill: the sequence can serve a new request.

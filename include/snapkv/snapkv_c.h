@@ -35,8 +35,12 @@
  * Thread-safety. An engine is immutable after loading: every function on it, and calls on
  * different sequences of it, may run in different threads at once (each call that runs the
  * model borrows a scratch workspace from a pool inside the engine, so concurrent calls never
- * share scratch memory; each uses the engine's n_threads OpenMP threads). A sequence or a
- * sampler must be used by one thread at a time. snapkv_last_error() is per thread.
+ * share scratch memory; each uses the engine's n_threads OpenMP threads; the pool keeps as many
+ * workspaces as calls ever ran at once, each about 512 rows of activations, until the engine
+ * handle and all its sequences are freed). A sequence or a sampler must be used by one thread at
+ * a time. A handle must not be freed while another thread uses it (sequences keep their engine's
+ * model, so freeing the engine handle while its sequences run elsewhere is fine).
+ * snapkv_last_error() is per thread.
  */
 #ifndef SNAPKV_SNAPKV_C_H
 #define SNAPKV_SNAPKV_C_H
@@ -244,8 +248,9 @@ SNAPKV_API snapkv_status snapkv_sampler_new(float temp, int32_t top_k, float top
                                             snapkv_sampler** out) SNAPKV_NOEXCEPT;
 /** Releases the sampler (NULL is ignored). */
 SNAPKV_API void snapkv_sampler_free(snapkv_sampler* sampler) SNAPKV_NOEXCEPT;
-/** Picks a token id in [0, n_logits) from logits[0 .. n_logits). Errors:
- *  SNAPKV_ERR_INVALID_ARGUMENT (NULL argument, n_logits 0 or > INT32_MAX). */
+/** Picks a token id in [0, n_logits) from logits[0 .. n_logits); a -INFINITY logit (a masked
+ *  token) is never picked. Errors: SNAPKV_ERR_INVALID_ARGUMENT (NULL argument, n_logits 0 or >
+ *  INT32_MAX, a NaN or +INFINITY logit, every logit -INFINITY). */
 SNAPKV_API snapkv_status snapkv_sampler_sample(snapkv_sampler* sampler, const float* logits, size_t n_logits,
                                                int32_t* token) SNAPKV_NOEXCEPT;
 
@@ -255,7 +260,8 @@ SNAPKV_API snapkv_status snapkv_sampler_sample(snapkv_sampler* sampler, const fl
  *  NUL-terminated, possibly empty; valid only during the call), and once at the end with token
  *  -1 and the text held back until then (for instance a possible beginning of a stop string).
  *  Return nonzero to stop (SNAPKV_STOP_CANCELLED; ignored on the final call). The callback
- *  must not throw or longjmp. */
+ *  must not throw or longjmp, and must not call any function on the sequence being generated
+ *  (free, reset, prefill, decode, generate): it is in use until snapkv_generate returns. */
 typedef int (*snapkv_token_callback)(void* user, int32_t token, const char* text, size_t len);
 
 /** Settings of snapkv_generate; start from snapkv_generate_params_default(). */
@@ -293,7 +299,8 @@ typedef struct snapkv_generate_result {
  *  params->press), then params->question uncompressed, then samples up to n_predict tokens,
  *  calling cb (may be NULL) for each. params NULL = the defaults; result may be NULL.
  *  Errors: SNAPKV_ERR_INVALID_ARGUMENT (NULL seq/prompt, n_prompt 0, a non-empty sequence, bad
- *  settings or press spec, token ids out of range, NULL stop string, no tokenizer),
+ *  settings or press spec, token ids out of range, NULL stop string or one that is not valid
+ *  UTF-8, no tokenizer),
  *  SNAPKV_ERR_CONTEXT_FULL (the prompt does not fit), SNAPKV_ERR_OUT_OF_MEMORY. Generation that
  *  runs out of context mid-way is not an error: it ends with SNAPKV_STOP_CONTEXT_FULL. */
 SNAPKV_API snapkv_status snapkv_generate(snapkv_sequence* seq, const int32_t* prompt, size_t n_prompt,

@@ -23,7 +23,8 @@ struct WorkspaceOptions {
 
 class Workspace {
  public:
-  /// Throws snapkv::Error for n_threads < 0 or > 4096, or max_rows < 1 or > 2^20.
+  /// Throws snapkv::Error for n_threads < 0 or > 4096, or max_rows < 1 or > 2^20. The workspace
+  /// keeps the engine's model alive (it may outlive the engine; it serves only that model).
   Workspace(const Engine& engine, const WorkspaceOptions& opt = {});
   ~Workspace();
   Workspace(const Workspace&) = delete;

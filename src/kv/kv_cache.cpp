@@ -217,7 +217,7 @@ KVCache::KVCache(int n_layer, int n_head_kv, int head_dim, KVType type, const st
   }
 }
 
-void KVCache::make_room(int il, int64_t n_new) {
+void KVCache::make_room(int il, int64_t n_new, bool decode) {
   auto& L = layer(il);
   for (auto& h : L.heads) {
     if (L.is_swa()) {
@@ -226,8 +226,8 @@ void KVCache::make_room(int il, int64_t n_new) {
     }
     const int64_t need = h.size() + n_new;
     if (need <= h.capacity()) continue;
-    // Prefill batches reserve exactly; single decode tokens grow in blocks (no per-token allocation).
-    int64_t cap = n_new == 1 ? need - 1 + KVHeadCache::kGrowEntries : need;
+    // Prefill batches reserve exactly; decode rows grow in blocks (no per-step allocation).
+    int64_t cap = decode || n_new == 1 ? need + KVHeadCache::kGrowEntries - 1 : need;
     if (L.is_swa()) cap = std::min(cap, std::max(need, static_cast<int64_t>(L.window) - 1 + kSwaSlack));
     h.reserve(cap);
   }

@@ -117,8 +117,10 @@ class KVCache {
   /// Prepares layer `il` to receive `n_new` more entries per head: sliding-window layers first
   /// drop entries no future query (position >= next_pos) can see, keeping the window - 1 most
   /// recent; then the capacity is made exactly enough (full layers: size + n_new; SWA layers:
-  /// window - 1 + max(n_new, slack)), never shrinking.
-  void make_room(int il, int64_t n_new);
+  /// window - 1 + max(n_new, slack)), never shrinking. With `decode` (rows of a decode step, any
+  /// number), or for a single entry, a full layer that must grow grows by kGrowEntries more, so
+  /// that decoding allocates once every kGrowEntries tokens, not every step.
+  void make_room(int il, int64_t n_new, bool decode = false);
 
   /// Payload bytes held now / allocated, over all layers and heads.
   size_t bytes() const;

@@ -106,6 +106,23 @@ GenerateResult generate(const Engine& engine, Sequence& seq, std::span<const int
   if (n_prompt > seq.n_ctx())
     throw Error(fmt::format("prompt of {} tokens does not fit the context of {} tokens (-c)", n_prompt, seq.n_ctx()));
   Sampler sampler(opt.sampling);  // checks the settings before any work
+  // Every id before any work: the question is prefilled after the context, and a bad id found
+  // only then would leave the sequence holding the context.
+  const int32_t n_vocab = engine.info().n_vocab;
+  const auto check_ids = [n_vocab](std::span<const int32_t> ids, const char* what) {
+    for (size_t i = 0; i < ids.size(); ++i)
+      if (ids[i] < 0 || ids[i] >= n_vocab)
+        throw Error(
+            fmt::format("token id {} at {} index {} is outside the vocabulary [0, {})", ids[i], what, i, n_vocab));
+  };
+  check_ids(context, "prompt");
+  check_ids(question, "question");
+  for (size_t i = 0; i < opt.stop.size(); ++i) {
+    // The text is valid UTF-8; a needle that is not could match inside a character and cut it.
+    std::string valid;
+    append_valid_utf8(valid, opt.stop[i], /*hold_tail=*/false);
+    if (valid != opt.stop[i]) throw Error(fmt::format("stop string {} is not valid UTF-8", i));
+  }
   const Tokenizer& tok = engine.tokenizer();
 
   GenerateResult res;

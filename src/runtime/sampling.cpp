@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "snapkv/error.h"
 
@@ -26,6 +27,17 @@ Sampler::Sampler(const SamplerOptions& opt) : opt_(opt), rng_(opt.seed) {
 
 int32_t Sampler::sample(std::span<const float> logits) {
   if (logits.empty()) throw Error("sampler: empty logits");
+  // NaN has no place in the ordering the sort needs (and made the draw's range NaN), +inf no
+  // probability; -inf is a masked token: never drawn while a finite logit exists.
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  bool any_finite = false;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const float x = logits[i];
+    if (std::isnan(x) || x == kInf)
+      throw Error(fmt::format("sampler: logit {} of token {} is not a number the sampler can use", x, i));
+    any_finite = any_finite || x != -kInf;
+  }
+  if (!any_finite) throw Error("sampler: every logit is -inf (no token can be drawn)");
   if (opt_.temp <= 0.0f) return argmax(logits);
 
   const size_t n = logits.size();
@@ -43,7 +55,8 @@ int32_t Sampler::sample(std::span<const float> logits) {
   const float mx = cand_[0].first;
   double sum = 0.0;
   for (auto& c : cand_) {
-    c.first = std::exp((c.first - mx) / opt_.temp);
+    // A masked token has probability 0 (also at temp = inf, where (-inf - mx) / temp is NaN).
+    c.first = c.first == -kInf ? 0.0f : std::exp((c.first - mx) / opt_.temp);
     sum += c.first;
   }
   // Top-p: smallest prefix whose probability mass reaches top_p.
@@ -66,6 +79,8 @@ int32_t Sampler::sample(std::span<const float> logits) {
     r -= cand_[i].first;
     if (r < 0.0) return cand_[i].second;
   }
+  // Rounding left r >= 0: the last candidate with a nonzero probability (the first one has 1).
+  while (keep > 1 && cand_[keep - 1].first <= 0.0f) --keep;
   return cand_[keep - 1].second;
 }
 

@@ -169,21 +169,29 @@ void Sequence::begin_prefill(std::span<const int32_t> tokens, const PrefillOptio
     job->all_q.assign(static_cast<size_t>(n) * c.n_head * c.head_dim, 0.0f);
   for (int il = 0; il < c.n_layer; ++il) job->n_compress_layers += c.layer_window(il) == 0 ? 1 : 0;
   job->retain_window = opt.retain_window;
+  job->press_on = press_on;
   job->all_logits = opt.all_logits;
   job->progress = opt.progress;
-  if (press_on) {
-    st.stats.press = job->plan.spec;
-    st.stats.compressed = job->plan.compress;
-    st.stats.budget = job->plan.compress ? job->plan.capacity : 0;
-    st.stats.compression_note = job->plan.note;
-  }
-  if (st.n_past == 0) st.stats.n_prompt_tokens = n;
-  if (opt.retain_window > 0) {
-    st.retained_w = opt.retain_window;
-    st.retained_n = n;
-    st.retained_q.assign(static_cast<size_t>(c.n_layer), {});
-  }
+  // Nothing else of the sequence changes until a step starts the job (start_job): a prefill
+  // dropped before it ran (Engine::prefill whose step was rejected) leaves no trace.
   st.job = std::move(job);
+}
+
+void Sequence::State::start_job() {
+  PrefillJob& j = *job;
+  j.started = true;
+  if (j.press_on) {
+    stats.press = j.plan.spec;
+    stats.compressed = j.plan.compress;
+    stats.budget = j.plan.compress ? j.plan.capacity : 0;
+    stats.compression_note = j.plan.note;
+  }
+  if (n_past == 0) stats.n_prompt_tokens = j.n;
+  if (j.retain_window > 0) {
+    retained_w = j.retain_window;
+    retained_n = j.n;
+    retained_q.assign(static_cast<size_t>(model->config().n_layer), {});
+  }
 }
 
 std::unique_ptr<Sequence> Sequence::fork() const {
@@ -219,13 +227,21 @@ void Sequence::compress(const PressSpec& press, Workspace& ws) {
   if (plan.compress && plan.window > st.retained_w)
     throw Error(fmt::format("compress: press window {} exceeds the {} retained queries (PrefillOptions::retain_window)",
                             plan.window, st.retained_w));
+  const int W = plan.window, R = st.retained_w, hd = c.head_dim;
+  // Every full-attention layer must hold its R retained queries (checked before anything changes).
+  const size_t per_layer = static_cast<size_t>(c.n_head) * static_cast<size_t>(R) * static_cast<size_t>(hd);
+  for (int il = 0; il < c.n_layer; ++il) {
+    const auto l = static_cast<size_t>(il);
+    const bool held = l < st.retained_q.size() && st.retained_q[l].size() == per_layer;
+    if (c.layer_window(il) == 0 && !held)
+      throw Error(fmt::format("compress: layer {} has no retained queries of the prompt", il));
+  }
   st.stats.press = plan.spec;
   st.stats.compressed = plan.compress;
   st.stats.budget = plan.compress ? plan.capacity : 0;
   st.stats.compression_note = plan.note;
+  if (!plan.compress) return;  // the prompt is kept whole: nothing was compressed, compress() may run again
   st.compressed_once = true;
-  if (!plan.compress) return;
-  const int W = plan.window, R = st.retained_w, hd = c.head_dim;
   std::vector<float> wq(static_cast<size_t>(c.n_head) * W * hd);
   int ci = 0, n_full = 0;
   for (int il = 0; il < c.n_layer; ++il) n_full += c.layer_window(il) == 0 ? 1 : 0;

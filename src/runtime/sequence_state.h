@@ -31,6 +31,7 @@ struct PrefillJob {
   int compress_index = 0;       ///< index of `layer` among the full-attention layers
   int n_compress_layers = 0;
   int retain_window = 0;
+  bool press_on = false;  ///< a press other than "none" was asked for (its plan goes to the stats)
   std::vector<float>* all_logits = nullptr;
   std::function<void(int, int)> progress;
   bool started = false;
@@ -65,6 +66,9 @@ struct Sequence::State {
   /// plan's press, given the window queries [n_head][W][hd] and (if needed) all queries.
   void compress_layer(int il, const PressPlan& plan, int compress_index, int n_compress_layers, int64_t n_tokens,
                       const float* window_q, const float* all_q, int n_threads);
+  /// First step of the pending job: records its press plan and prompt in the statistics and
+  /// sets up the retained queries (begin_prefill changes nothing but `job`).
+  void start_job();
   /// Empties everything (a failed step leaves no half-updated sequence).
   void clear();
 };

@@ -51,6 +51,7 @@ void check_batch(const Model& model, Batch& batch, int64_t max_rows, StepPlan& p
   plan.items.clear();
   plan.budget.clear();
   const uint64_t id = ++g_step_id;
+  for (Batch::Row& r : batch.rows()) r.out = -1;  // no row has logits until this step gives them
   const auto& rows = batch.rows();
   if (rows.empty() && batch.prefills().empty()) throw Error("step: empty batch (no decode rows, no prefill)");
   if (static_cast<int64_t>(rows.size()) > max_rows)
@@ -153,7 +154,7 @@ void finish_layer(Sequence::State& st, PrefillJob& job, int il, int n_threads) {
 void Engine::step(Batch& batch, Workspace& ws) const {
   Workspace::Impl& w = ws.impl();
   const Model& m = *model_;
-  if (w.model != &m) throw Error("step: the workspace was made for another engine");
+  if (w.model.get() != &m) throw Error("step: the workspace was made for another engine");
   StepPlan& plan = w.plan;
   check_batch(m, batch, w.max_rows, plan);
   const ModelConfig& c = m.config();
@@ -171,16 +172,13 @@ void Engine::step(Batch& batch, Workspace& ws) const {
       m.embed({&rows[r].token, 1}, w.h_dec.data() + static_cast<int64_t>(r) * E);
     }
   const auto t_step = Clock::now();
-  for (size_t i = 0; i < plan.items.size(); ++i) {
-    PrefillJob& job = *plan.items[i]->job;
-    if (!job.started) {
-      job.started = true;
-      job.t_start = t_step;
-    }
-  }
-
   std::vector<PrefillPart>& parts = plan.parts;
   try {
+    for (Sequence::State* st : plan.items)
+      if (!st->job->started) {
+        st->start_job();
+        st->job->t_start = t_step;
+      }
     for (int il = 0; il < c.n_layer; ++il) {
       const bool full_layer = c.layer_window(il) == 0;
       for (bool first = true;; first = false) {
@@ -202,7 +200,7 @@ void Engine::step(Batch& batch, Workspace& ws) const {
         w.spans.clear();
         if (rows_dec > 0)
           for (const DecodeSpan& s : plan.spans) {
-            s.st->cache.make_room(il, s.n);
+            s.st->cache.make_room(il, s.n, /*decode=*/true);
             w.spans.push_back({s.row0, s.n, &s.st->cache.layer(il)});
           }
         for (const PrefillPart& p : parts) {

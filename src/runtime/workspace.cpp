@@ -17,23 +17,24 @@ int64_t checked_rows(int64_t rows) {
 
 }  // namespace
 
-Workspace::Impl::Impl(const Model& m, int n_threads, int64_t rows)
-    : model(&m),
+Workspace::Impl::Impl(std::shared_ptr<const Model> mp, int n_threads, int64_t rows)
+    : model(std::move(mp)),
       max_rows(checked_rows(rows)),
       tc(n_threads),
-      buf(m.config(), rows),
-      attn(m.attention_params(0), rows),
-      decode(m.attention_params(0), rows),
-      x(static_cast<size_t>(rows) * static_cast<size_t>(m.config().n_embd)),
+      buf(model->config(), rows),
+      attn(model->attention_params(0), rows),
+      decode(model->attention_params(0), rows),
+      x(static_cast<size_t>(rows) * static_cast<size_t>(model->config().n_embd)),
       pos(static_cast<size_t>(rows)),
-      logits_tmp(static_cast<size_t>(rows) * static_cast<size_t>(m.config().n_embd)) {
+      logits_tmp(static_cast<size_t>(rows) * static_cast<size_t>(model->config().n_embd)) {
   decode_rows.reserve(static_cast<size_t>(rows));
 }
 
 Workspace::Workspace(const Engine& engine, const WorkspaceOptions& opt) {
   if (opt.n_threads < 0 || opt.n_threads > 4096)
     throw Error(fmt::format("workspace: thread count {} must be in [0, 4096] (0: the engine's)", opt.n_threads));
-  impl_ = std::make_unique<Impl>(engine.model(), opt.n_threads == 0 ? engine.n_threads() : opt.n_threads, opt.max_rows);
+  impl_ =
+      std::make_unique<Impl>(engine.model_ptr(), opt.n_threads == 0 ? engine.n_threads() : opt.n_threads, opt.max_rows);
 }
 
 Workspace::~Workspace() = default;

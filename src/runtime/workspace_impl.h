@@ -38,7 +38,10 @@ struct StepPlan {
 };
 
 struct Workspace::Impl {
-  const Model* model = nullptr;  ///< the engine's model (a workspace serves one engine)
+  /// The engine's model (a workspace serves one engine). Owned, so that a model loaded after the
+  /// engine is gone can never sit at the same address and pass step()'s check with buffers sized
+  /// for another model.
+  std::shared_ptr<const Model> model;
   int64_t max_rows = 0;
   ThreadContext tc;
   ForwardBuffers buf;       ///< activations of one block call [max_rows x ...]
@@ -53,7 +56,7 @@ struct Workspace::Impl {
   std::vector<float> logits_tmp;  ///< [max_rows x n_embd] scratch of Model::logits
   StepPlan plan;
 
-  Impl(const Model& m, int n_threads, int64_t rows);
+  Impl(std::shared_ptr<const Model> m, int n_threads, int64_t rows);
 };
 
 }  // namespace snapkv

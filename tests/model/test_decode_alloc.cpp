@@ -8,6 +8,7 @@
 
 #include "golden_util.h"
 #include "model/model.h"
+#include "snapkv/snapkv.h"
 #include "support/test_session.h"
 
 // AddressSanitizer owns operator new/delete: the counting replacement (and so this test) is
@@ -61,6 +62,56 @@ TEST(Decode, AllocatesNothingPerToken) {
     g_counting = false;
     EXPECT_EQ(g_allocs.load(), 0) << "heap allocations during 100 decode steps";
   }
+#endif
+}
+
+// A batched step: sequences with 1, 2 and 3 decode rows (a run of rows of one sequence is a
+// span attended as a causal block), rows with and without logits, a compressed cache, F16 and
+// F32. The caches grow in blocks whatever the number of rows a sequence gets per step.
+TEST(Decode, BatchedStepAllocatesNothingPerStep) {
+#if !defined(SNAPKV_COUNT_ALLOCS)
+  GTEST_SKIP() << "allocation counting is disabled under AddressSanitizer";
+#else
+  EngineOptions eo;
+  eo.n_threads = 2;
+  auto e = Engine::load((test::shared_dir() / "models" / "stories260K.gguf").string(), eo);
+  Workspace ws(*e);
+  struct Seq {
+    size_t len;
+    const char* press;
+    KVType kv;
+    int rows;
+    std::unique_ptr<Sequence> s;
+  };
+  std::vector<Seq> seqs;
+  seqs.push_back({50, "none", KVType::F16, 1, nullptr});
+  seqs.push_back({300, "snapkv:budget=64,window=16", KVType::F16, 2, nullptr});
+  seqs.push_back({20, "none", KVType::F16, 1, nullptr});
+  seqs.push_back({10, "none", KVType::F32, 3, nullptr});
+  for (Seq& q : seqs) {
+    SequenceOptions so;
+    so.kv_type = q.kv;
+    q.s = e->new_sequence(so);
+    std::vector<int32_t> p(q.len, 300);
+    p[0] = 1;
+    PrefillOptions po;
+    po.press = PressSpec::parse(q.press);
+    e->prefill(*q.s, p, po, ws);
+  }
+  Batch b;
+  auto step = [&](int i) {
+    b.clear();
+    for (size_t k = 0; k < seqs.size(); ++k)
+      for (int r = 0; r < seqs[k].rows; ++r) b.add(*seqs[k].s, 302 + (i + r) % 100, k != 2 && r == seqs[k].rows - 1);
+    e->step(b, ws);
+  };
+  for (int i = 0; i < 3; ++i) step(i);  // the first steps grow the caches by a block
+  g_allocs = 0;
+  g_counting = true;
+  for (int i = 3; i < 33; ++i) step(i);  // 30 steps: at most 90 more entries, inside the block
+  g_counting = false;
+  EXPECT_EQ(g_allocs.load(), 0) << "heap allocations during 30 batched steps";
+  EXPECT_EQ(seqs[3].s->n_past(), 10 + 33 * 3);
 #endif
 }
 

@@ -76,7 +76,10 @@ TEST(PressSpec, SyntaxErrorsNamePositionAndText) {
   };
   for (const Bad& b : table) {
     expect_error([&] { PressSpec::parse(b.text); }, b.parts, "'" + b.text + "'");
-    if (!b.text.empty()) expect_error([&] { PressSpec::parse(b.text); }, {"'" + b.text + "'"}, b.text);
+    // The text is echoed with control bytes escaped, so the message stays one printable line.
+    std::string shown;
+    for (const char ch : b.text) shown += ch == '\t' ? std::string("\\x09") : std::string(1, ch);
+    if (!b.text.empty()) expect_error([&] { PressSpec::parse(b.text); }, {"'" + shown + "'"}, b.text);
   }
 }
 

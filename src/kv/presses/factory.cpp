@@ -32,7 +32,7 @@ std::string join(const std::vector<std::string>& v) {
 const PressDef& find_def(std::string_view name) {
   for (const PressDef* d : registry())
     if (d->name == name) return *d;
-  throw Error(fmt::format("unknown press '{}' (valid: {})", name, join(press_names())));
+  throw Error(fmt::format("unknown press '{}' (valid: {})", shown(name), join(press_names())));
 }
 
 /// The keys every compressing press has, with this press's defaults of sinks and alloc.
@@ -74,8 +74,8 @@ Resolved resolve(const PressSpec& spec) {
   r.canonical.name = def.name;
   if (!def.make) {
     if (!spec.params.empty())
-      throw Error(
-          fmt::format("press {} takes no settings (got {}={})", def.name, spec.params[0].first, spec.params[0].second));
+      throw Error(fmt::format("press {} takes no settings (got {}={})", def.name, shown(spec.params[0].first),
+                              shown(spec.params[0].second)));
     return r;
   }
   const std::vector<ParamDef> common = common_params(def);
@@ -97,11 +97,11 @@ Resolved resolve(const PressSpec& spec) {
     if (p == nullptr) {
       std::vector<std::string> valid;
       for (const ParamDef* q : keys) valid.push_back(q->key);
-      throw Error(fmt::format("press {}: unknown key '{}' (valid keys: {})", def.name, k, join(valid)));
+      throw Error(fmt::format("press {}: unknown key '{}' (valid keys: {})", def.name, shown(k), join(valid)));
     }
-    if (find_given(k)) throw Error(fmt::format("press {}: key '{}' given twice", def.name, k));
+    if (find_given(k)) throw Error(fmt::format("press {}: key '{}' given twice", def.name, shown(k)));
     const auto c = p->canonical(v);
-    if (!c) throw Error(fmt::format("press {}: invalid value {}={} (expected {})", def.name, k, v, p->expect));
+    if (!c) throw Error(fmt::format("press {}: invalid value {}={} (expected {})", def.name, k, shown(v), p->expect));
     given.emplace_back(k, *c);
   }
 

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -30,6 +31,21 @@ std::string join(const std::vector<std::string>& v, std::string_view sep) {
 }
 
 }  // namespace
+
+std::string shown(std::string_view s, size_t max_bytes) {
+  std::string out;
+  const size_t n = std::min(s.size(), max_bytes);
+  for (size_t i = 0; i < n; ++i) {
+    const auto u = static_cast<unsigned char>(s[i]);
+    if (u >= 0x20 && u < 0x7f) {
+      out += s[i];
+    } else {
+      out += fmt::format("\\x{:02x}", u);
+    }
+  }
+  if (n < s.size()) out += fmt::format("... ({} bytes)", s.size());
+  return out;
+}
 
 std::optional<int64_t> parse_int(std::string_view s) { return parse_number<int64_t>(s); }
 std::optional<uint64_t> parse_u64(std::string_view s) { return parse_number<uint64_t>(s); }

@@ -19,6 +19,11 @@ namespace snapkv::press_detail {
 /// counts stay far inside int32.
 constexpr int64_t kMaxSpan = int64_t{1} << 24;
 
+/// User text (a spec, name, key or value) as it goes into an error message: printable ASCII as
+/// is, every other byte as \xNN, cut after `max_bytes` bytes with the total length noted, so a
+/// message stays one printable line of bounded length whatever the spec holds.
+std::string shown(std::string_view s, size_t max_bytes = 48);
+
 /// Reads the whole of `s` as a decimal integer / a number (std::from_chars: locale-independent,
 /// no '+', no spaces); nullopt when malformed or out of the type's range.
 std::optional<int64_t> parse_int(std::string_view s);

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "kv/presses/params.h"
 #include "snapkv/error.h"
 
 namespace snapkv {
@@ -30,7 +31,7 @@ std::string show(char c) {
 PressSpec PressSpec::parse(std::string_view text) {
   // Positions in messages are 1-based character offsets into `text`.
   const auto fail = [&](size_t at, const std::string& what) {
-    throw Error(fmt::format("press spec '{}': {} at position {}", text, what, at + 1));
+    throw Error(fmt::format("press spec '{}': {} at position {}", press_detail::shown(text), what, at + 1));
   };
   if (text.empty()) throw Error("press spec is empty (expected a press name such as snapkv or snapkv:budget=1024)");
   PressSpec spec;
@@ -50,16 +51,19 @@ PressSpec PressSpec::parse(std::string_view text) {
     const std::string_view item = text.substr(pos, end - pos);
     if (item.empty()) fail(pos, "empty setting (expected key=value)");
     const size_t eq = item.find('=');
-    if (eq == std::string_view::npos) fail(pos, fmt::format("setting '{}' has no '=' (expected key=value)", item));
+    if (eq == std::string_view::npos)
+      fail(pos, fmt::format("setting '{}' has no '=' (expected key=value)", press_detail::shown(item)));
     const std::string_view key = item.substr(0, eq), value = item.substr(eq + 1);
-    if (key.empty()) fail(pos, fmt::format("setting '{}' has an empty key", item));
+    if (key.empty()) fail(pos, fmt::format("setting '{}' has an empty key", press_detail::shown(item)));
     for (size_t i = 0; i < key.size(); ++i)
-      if (!is_name_char(key[i])) fail(pos + i, fmt::format("unexpected {} in the key '{}'", show(key[i]), key));
-    if (value.empty()) fail(pos + eq + 1, fmt::format("key '{}' has an empty value", key));
+      if (!is_name_char(key[i]))
+        fail(pos + i, fmt::format("unexpected {} in the key '{}'", show(key[i]), press_detail::shown(key)));
+    if (value.empty()) fail(pos + eq + 1, fmt::format("key '{}' has an empty value", press_detail::shown(key)));
     for (size_t i = 0; i < value.size(); ++i)
       if (!is_value_char(value[i]))
-        fail(pos + eq + 1 + i, fmt::format("unexpected {} in the value of '{}'", show(value[i]), key));
-    if (spec.get(key)) fail(pos, fmt::format("key '{}' given twice", key));
+        fail(pos + eq + 1 + i,
+             fmt::format("unexpected {} in the value of '{}'", show(value[i]), press_detail::shown(key)));
+    if (spec.get(key)) fail(pos, fmt::format("key '{}' given twice", press_detail::shown(key)));
     spec.params.emplace_back(std::string(key), std::string(value));
     if (comma == std::string_view::npos) break;
     pos = comma + 1;
