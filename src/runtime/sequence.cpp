@@ -259,6 +259,11 @@ void Sequence::compress(const PressSpec& press, Workspace& ws) {
     st.clear();
     throw;
   }
+  // Compression is one-shot: the retained queries have served (an idle compressed sequence holds
+  // only its KV entries, positions and constant_bytes()).
+  st.retained_w = 0;
+  st.retained_n = 0;
+  std::vector<std::vector<float>>().swap(st.retained_q);
   st.update_stats();
 }
 
@@ -273,6 +278,11 @@ size_t Sequence::constant_bytes() const {
   b += n_heads * sizeof(KVHeadCache) + n_layer * kBlockOverhead;  // the head records
   b += n_heads * 3 * kBlockOverhead;                              // pos/K/V blocks of each head
   b += st.stats.kept_tokens_per_layer.capacity() * sizeof(double) + kBlockOverhead;
+  // Held only until they are used: the prefill logits until the first decoded token, the
+  // retained window queries until compress().
+  b += st.last_logits.capacity() * sizeof(float);
+  for (const auto& q : st.retained_q) b += q.capacity() * sizeof(float) + kBlockOverhead;
+  b += st.retained_q.capacity() * sizeof(std::vector<float>);
   return b;
 }
 

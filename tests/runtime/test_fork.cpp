@@ -140,5 +140,38 @@ TEST(Fork, ForkCostsItsKVBytesAndCopiesAreIndependent) {
   EXPECT_EQ(b->n_past(), 151);
 }
 
+// What an idle sequence holds besides its KV entries: the prefill logits (n_vocab floats) until it
+// decodes, the retained window queries until compress(); after both, only the records.
+TEST(Fork, CompressFreesTheRetainedQueriesAndDecodingFreesThePrefillLogits) {
+  auto e = rtest::stories();
+  const int V = e->info().n_vocab;
+  const auto& c = e->info();
+  Workspace ws(*e);
+  auto plain = e->new_sequence({});
+  e->prefill(*plain, prompt(200, V, 3), {}, ws);
+  auto s = e->new_sequence({});
+  PrefillOptions po;
+  po.retain_window = 16;
+  e->prefill(*s, prompt(200, V, 3), po, ws);
+  const size_t logits_bytes = static_cast<size_t>(V) * sizeof(float);
+  const size_t queries_bytes = static_cast<size_t>(c.n_layer) * c.n_head * 16 * c.head_dim * sizeof(float);
+  EXPECT_GE(plain->constant_bytes(), logits_bytes);
+  EXPECT_GE(s->constant_bytes(), plain->constant_bytes() + queries_bytes);
+  s->compress(PressSpec::parse("snapkv:budget=64,window=16"), ws);
+  ASSERT_TRUE(s->stats().compressed);
+  // The queries are gone (the records differ only by the per-layer kept statistics).
+  EXPECT_LT(s->constant_bytes(), plain->constant_bytes() + 256);
+  EXPECT_EQ(s->prefill_logits().size(), static_cast<size_t>(V));
+  const size_t s_before = s->constant_bytes(), plain_before = plain->constant_bytes();
+  Batch b;
+  b.add(*s, 5);
+  b.add(*plain, 5);
+  e->step(b, ws);
+  EXPECT_TRUE(s->prefill_logits().empty());
+  EXPECT_TRUE(plain->prefill_logits().empty());
+  EXPECT_EQ(s_before - s->constant_bytes(), logits_bytes);
+  EXPECT_EQ(plain_before - plain->constant_bytes(), logits_bytes);
+}
+
 }  // namespace
 }  // namespace snapkv
