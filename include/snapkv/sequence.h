@@ -120,7 +120,7 @@ class Sequence {
   /// small record per layer and per (layer, KV head) and their heap blocks; plus, while held, the
   /// prefill logits (n_vocab x 4 B, until the first decoded token) and the retained window queries
   /// (until compress()). A compressed or decoding idle sequence holds only the records: about
-  /// 10.7 KB for SmolLM2-135M (30 layers x 3 KV heads), 2 KB for Gemma 3 270M.
+  /// 10.7 KB for SmolLM2-135M (30 layers x 3 KV heads), 3.2 KB for Gemma 3 270M.
   size_t constant_bytes() const;
 
   /// Internal (src/kv/kv_cache.h): the cache, for tests and tools.
