@@ -65,7 +65,8 @@ struct ServeOptions {
   bool metrics = false;  ///< --metrics: serve GET /metrics
   int64_t max_body = 8 << 20;
   double shutdown_grace = 10;
-  RunOptions press;  ///< only its press fields (--press, --budget, ...)
+  int debug_step_delay_ms = 0;  ///< tests only
+  RunOptions press;             ///< only its press fields (--press, --budget, ...)
 };
 
 int serve_command(const ServeOptions& opt);

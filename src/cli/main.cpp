@@ -164,6 +164,9 @@ void add_serve_options(CLI::App& s, snapkv::cli::ServeOptions& o) {
   s.add_option("--shutdown-grace", o.shutdown_grace, "seconds running streams may finish after SIGINT/SIGTERM")
       ->capture_default_str()
       ->check(real_in(0, 3600));
+  s.add_option("--debug-step-delay-ms", o.debug_step_delay_ms, "tests: sleep after every engine step")
+      ->group("")  // hidden
+      ->check(int_in(0, 10000));
   add_press_options(s, o.press);
 }
 

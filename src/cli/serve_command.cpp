@@ -38,6 +38,7 @@ int serve_command(const ServeOptions& o) {
   sc.n_ctx = o.n_ctx;
   sc.kv_type = o.kv_type == "f32" ? KVType::F32 : KVType::F16;
   sc.n_threads = so.n_threads;
+  sc.debug_step_delay_ms = o.debug_step_delay_ms;
   return server::run_server(so);
 }
 

@@ -30,6 +30,7 @@ struct JobResult {
   size_t kv_cache_bytes = 0;  ///< held at the end of the request (before it was freed)
   size_t kv_cache_bytes_full = 0;
   size_t peak_kv_cache_bytes = 0;
+  size_t kv_cache_bytes_reserved = 0;  ///< what admission reserved (project_kv)
   std::string press = "none";
   bool compressed = false;
   std::string compression_note;

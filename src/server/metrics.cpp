@@ -53,6 +53,7 @@ Metrics::Metrics()
 void Metrics::set_state(int64_t running, int64_t waiting, size_t kv_bytes_in_use, size_t kv_bytes_reserved) {
   std::lock_guard lk(m_);
   running_ = running;
+  running_peak_ = std::max(running_peak_, running);
   waiting_ = waiting;
   kv_in_use_ = kv_bytes_in_use;
   kv_reserved_ = kv_bytes_reserved;
@@ -126,6 +127,7 @@ std::string Metrics::render() const {
     o += fmt::format("{} {}\n", name, v);
   };
   gauge("snapkv_requests_running", "Requests admitted (prefilling or decoding).", running_);
+  gauge("snapkv_requests_running_peak", "Most requests admitted at once since start.", running_peak_);
   gauge("snapkv_requests_waiting", "Requests queued for admission.", waiting_);
   gauge("snapkv_kv_cache_bytes_in_use", "KV cache bytes held by running sequences.", kv_in_use_);
   gauge("snapkv_kv_cache_bytes_reserved", "KV cache bytes reserved by admitted requests (projection).", kv_reserved_);

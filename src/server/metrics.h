@@ -51,7 +51,7 @@ class Metrics {
 
  private:
   mutable std::mutex m_;
-  int64_t running_ = 0, waiting_ = 0;
+  int64_t running_ = 0, waiting_ = 0, running_peak_ = 0;
   size_t kv_in_use_ = 0, kv_reserved_ = 0, kv_budget_ = 0, kv_peak_ = 0;
   int64_t prompt_tokens_ = 0, generated_tokens_ = 0, steps_ = 0, step_rows_ = 0, step_prefills_ = 0;
   std::vector<std::pair<std::string, int64_t>> finished_;  // by finish reason

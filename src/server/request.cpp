@@ -254,6 +254,7 @@ CompletionRequest parse_completion_request(std::string_view text, Endpoint endpo
     }
   }
   if (const json* v = field(body, "stream")) r.stream = get_bool(*v, "stream");
+  if (const json* v = field(body, "ignore_eos")) r.ignore_eos = get_bool(*v, "ignore_eos");
   if (const json* so = field(body, "stream_options")) {
     if (!so->is_object()) throw wrong_type("stream_options", "an object", *so);
     if (const json* iu = field(*so, "include_usage")) r.include_usage = get_bool(*iu, "stream_options.include_usage");

@@ -34,6 +34,7 @@ struct CompletionRequest {
   bool seed_set = false;
   std::vector<std::string> stop;
   bool stream = false;
+  bool ignore_eos = false;     ///< extension (as llama.cpp): do not stop at end-of-generation tokens
   bool include_usage = false;  ///< stream_options.include_usage: a last chunk with usage
   PressSpec press;             ///< validated (validate_press_spec)
 };

@@ -140,6 +140,7 @@ void Scheduler::finish(Running& r, std::string reason, int error_status, std::st
   res.kv_cache_bytes = st.kv_cache_bytes;
   res.kv_cache_bytes_full = st.kv_cache_bytes_full;
   res.peak_kv_cache_bytes = st.peak_kv_cache_bytes;
+  res.kv_cache_bytes_reserved = r.reserved;
   res.press = r.job->plan.spec;
   res.compressed = st.compressed;
   res.compression_note = r.job->plan.note;
@@ -164,6 +165,7 @@ void Scheduler::loop() {
   std::vector<Running*> rows, items;
   const Tokenizer& tok = engine_->tokenizer();
   Workspace& ws = *ws_;
+  size_t in_use = 0;  // KV bytes held by the running sequences after the last step
   for (;;) {
     bool past_deadline = false;
     {
@@ -184,12 +186,14 @@ void Scheduler::loop() {
         admitted_.pop_front();
       }
       if (running.empty()) {
+        in_use = 0;
+        metrics_.set_state(n_running_, static_cast<int64_t>(queue_.size()), 0, budget_.reserved());
         if (stopping_) break;
         cv_.wait(lk, [this] { return stopping_ || !admitted_.empty() || !queue_.empty(); });
         continue;
       }
       past_deadline = stopping_ && Clock::now() >= deadline_;
-      metrics_.set_state(n_running_, static_cast<int64_t>(queue_.size()), 0, budget_.reserved());
+      metrics_.set_state(n_running_, static_cast<int64_t>(queue_.size()), in_use, budget_.reserved());
     }
 
     // Drop what was cancelled; start new prefills.
@@ -249,6 +253,8 @@ void Scheduler::loop() {
       }
     }
 
+    if (opt_.debug_step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(opt_.debug_step_delay_ms));
+
     // Sample and stream: decode rows, then finished prefills.
     const auto on_logits = [&](Running& r, std::span<const float> logits) {
       int32_t t = 0;
@@ -265,7 +271,7 @@ void Scheduler::loop() {
         metrics_.inter_token(seconds_between(r.last_token_at, now));
       }
       r.last_token_at = now;
-      if (tok.is_eog(t)) {
+      if (!r.job->req.ignore_eos && tok.is_eog(t)) {
         r.job->push_text(r.filter.push(r.decoder.flush()));
         finish(r, "stop");
         return;
@@ -293,7 +299,7 @@ void Scheduler::loop() {
     }
     std::erase_if(running, [](const std::unique_ptr<Running>& r) { return r->done; });
 
-    size_t in_use = 0;
+    in_use = 0;
     for (auto& r : running) in_use += r->seq->stats().kv_cache_bytes;
     std::lock_guard lk(m_);
     metrics_.set_state(n_running_, static_cast<int64_t>(queue_.size()), in_use, budget_.reserved());

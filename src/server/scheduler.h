@@ -29,7 +29,8 @@ struct SchedulerOptions {
   int64_t prefill_rows_per_step = 4096;  ///< token-layers of prefill work per step (shared by the prefilling jobs)
   int64_t n_ctx = 0;                     ///< per sequence (0: the model's)
   KVType kv_type = KVType::F16;
-  int n_threads = 0;  ///< workspace threads (0: the engine's)
+  int n_threads = 0;            ///< workspace threads (0: the engine's)
+  int debug_step_delay_ms = 0;  ///< tests: sleep this long after every step (makes queues observable)
 };
 
 class Scheduler {

@@ -90,6 +90,7 @@ json extension(const JobResult& r) {
   json x{{"kv_cache_bytes", r.kv_cache_bytes},
          {"kv_cache_bytes_full", r.kv_cache_bytes_full},
          {"peak_kv_cache_bytes", r.peak_kv_cache_bytes},
+         {"kv_cache_bytes_reserved", r.kv_cache_bytes_reserved},
          {"press", r.press},
          {"compressed", r.compressed},
          {"compression_ms", r.compression_ms},
