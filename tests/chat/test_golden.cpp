@@ -25,9 +25,9 @@ TEST(ChatGolden, CoversTheTemplatesAndConversations) {
   for (const auto& c : g["cases"]) ++per_template[c["template"].get<std::string>()];
   // Both real models (SmolLM2's own template, the built-in Gemma 3 one), the other built-ins,
   // and eleven further templates.
-  for (const char* t : {"smollm2", "builtin_gemma", "builtin_chatml", "builtin_llama3", "chatml",
-                        "chatml_default_system", "llama3", "gemma2", "mistral_inst", "llama2_inst", "phi3",
-                        "qwen25_tools", "deepseek", "strict_roles", "features"}) {
+  for (const char* t :
+       {"smollm2", "builtin_gemma", "builtin_chatml", "builtin_llama3", "chatml", "chatml_default_system", "llama3",
+        "gemma2", "mistral_inst", "llama2_inst", "phi3", "qwen25_tools", "deepseek", "strict_roles", "features"}) {
     EXPECT_GE(per_template[t], 24) << t;
   }
   EXPECT_GE(g["cases"].size(), 360u);
