@@ -41,6 +41,7 @@ TEMPLATES = {
     "deepseek": ("<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"),
     "strict_roles": ("", ""),
     "features": ("<BOS>", "<EOS>"),
+    "features2": ("<BOS>", "<EOS>"),
 }
 
 TOOLS = [

@@ -37,6 +37,7 @@ struct Expr {
   Value value;       // Literal
   std::string name;  // Name, Attr, Filter, Test; op for Unary/Binary
   bool negate = false;
+  int depth = 1;  ///< height of this subtree (bounded by the parser: evaluation recurses on it)
   std::vector<ExprPtr> args;
   std::vector<std::pair<std::string, ExprPtr>> kwargs;
 };

@@ -142,7 +142,7 @@ Value f_tojson(Evaluator& ev, const Value& v, CallArgs& a) {
 
 Value f_upper(Evaluator&, const Value& v, CallArgs&) { return Value::string(py_case(to_str(v), CaseMap::Upper)); }
 Value f_lower(Evaluator&, const Value& v, CallArgs&) { return Value::string(py_case(to_str(v), CaseMap::Lower)); }
-Value f_title(Evaluator&, const Value& v, CallArgs&) { return Value::string(py_case(to_str(v), CaseMap::Title)); }
+Value f_title(Evaluator&, const Value& v, CallArgs&) { return Value::string(py_case(to_str(v), CaseMap::TitleWords)); }
 Value f_capitalize(Evaluator&, const Value& v, CallArgs&) {
   return Value::string(py_case(to_str(v), CaseMap::Capitalize));
 }
@@ -261,13 +261,22 @@ Value f_sort(Evaluator& ev, const Value& v, CallArgs& a) {
 }
 
 Value f_unique(Evaluator& ev, const Value& v, CallArgs& a) {
+  const bool cs = bool_arg(a, 0, "case_sensitive", false);
   const std::string* attr = str_arg(ev, a, 1, "attribute");
+  auto key = [&](const Value& x) {
+    Value k = attr ? attr_path(x, *attr) : x;
+    return (!cs && k.is_string()) ? Value::string(py_case(*k.s, CaseMap::Lower)) : k;
+  };
   std::vector<Value> out;
+  std::vector<Value> keys;
   for (const Value& x : iterate(ev, v, "unique")) {
-    const Value kx = attr ? attr_path(x, *attr) : x;
+    const Value kx = key(x);
     bool seen = false;
-    for (const Value& y : out) seen = seen || equals(kx, attr ? attr_path(y, *attr) : y);
-    if (!seen) out.push_back(x);
+    for (const Value& y : keys) seen = seen || equals(kx, y);
+    if (!seen) {
+      out.push_back(x);
+      keys.push_back(kx);
+    }
   }
   return Value::array(std::move(out));
 }

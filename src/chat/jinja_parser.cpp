@@ -3,6 +3,7 @@
 // + -, ~, * / // %, **, unary - +, then filters `|`, tests `is` and calls, then `.`, `[]`.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string_view>
 
@@ -91,6 +92,21 @@ class Parser {
     DepthGuard& operator=(const DepthGuard&) = delete;
     Parser& p_;
   };
+
+  // Sets e's height from its children; a chain such as 1 + 1 + ... or x|trim|trim|... deeper
+  // than kMaxDepth is an error here instead of a deep recursion when evaluated or freed.
+  ExprPtr sized(ExprPtr e) const {
+    int h = 0;
+    for (const ExprPtr& a : e->args) {
+      if (a) h = std::max(h, a->depth);
+    }
+    for (const auto& kv : e->kwargs) h = std::max(h, kv.second->depth);
+    e->depth = h + 1;
+    if (e->depth > kMaxDepth) {
+      throw TemplateError{fmt::format("expression nests deeper than {} levels", kMaxDepth), e->pos};
+    }
+    return e;
+  }
 
   static ExprPtr make(ExprKind k, Pos p) {
     auto e = std::make_unique<Expr>();
@@ -309,7 +325,7 @@ class Parser {
       c->args.push_back(std::move(e));
       c->args.push_back(std::move(cond));
       c->args.push_back(std::move(other));
-      e = std::move(c);
+      e = sized(std::move(c));
     }
     return e;
   }
@@ -319,7 +335,7 @@ class Parser {
     b->name = std::move(op);
     b->args.push_back(std::move(l));
     b->args.push_back(std::move(r));
-    return b;
+    return sized(std::move(b));
   }
 
   ExprPtr or_expr() {
@@ -541,6 +557,7 @@ class Parser {
       } else {
         return e;
       }
+      e = sized(std::move(e));
     }
   }
 
@@ -640,6 +657,7 @@ class Parser {
       } else {
         return e;
       }
+      e = sized(std::move(e));
     }
   }
 

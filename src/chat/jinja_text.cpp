@@ -59,7 +59,30 @@ bool is_upper(uint32_t c) {
   return (c >= 'A' && c <= 'Z') || (c >= 0xC0 && c <= 0xDE && c != 0xD7) ||
          (c >= 0x100 && c <= 0x17F && c != 0x138 && c != 0x149 && c != 0x17F &&
           ((c <= 0x137 || c >= 0x14A) ? c % 2 == 0 : c % 2 == 1)) ||
-         (c >= 0x391 && c <= 0x3A9 && c != 0x3A2) || (c >= 0x400 && c <= 0x42F);
+         (c >= 0x391 && c <= 0x3A9 && c != 0x3A2) || c == 0x386 || (c >= 0x388 && c <= 0x38A) || c == 0x38C ||
+         c == 0x38E || c == 0x38F || (c >= 0x400 && c <= 0x42F);
+}
+
+// Greek letters with tonos: lower -> upper.
+uint32_t greek_tonos_upper(uint32_t c) {
+  switch (c) {
+    case 0x3AC:
+      return 0x386;
+    case 0x3AD:
+      return 0x388;
+    case 0x3AE:
+      return 0x389;
+    case 0x3AF:
+      return 0x38A;
+    case 0x3CC:
+      return 0x38C;
+    case 0x3CD:
+      return 0x38E;
+    case 0x3CE:
+      return 0x38F;
+    default:
+      return 0;
+  }
 }
 
 bool is_lower(uint32_t c) {
@@ -75,6 +98,7 @@ uint32_t to_upper(uint32_t c) {
   if (c >= 0x100 && c <= 0x17F && is_lower(c) && c != 0x131 && c != 0x138 && c != 0x149 && c != 0x17F) return c - 1;
   if (c >= 0x3B1 && c <= 0x3C9 && c != 0x3C2) return c - 32;
   if (c == 0x3C2) return 0x3A3;
+  if (const uint32_t t = greek_tonos_upper(c)) return t;
   if (c >= 0x430 && c <= 0x44F) return c - 32;
   if (c >= 0x450 && c <= 0x45F) return c - 80;
   return c;
@@ -86,12 +110,17 @@ uint32_t to_lower(uint32_t c) {
   if (c == 0x178) return 0xFF;
   if (c >= 0x100 && c <= 0x17F && is_upper(c) && c != 0x130) return c + 1;
   if (c >= 0x391 && c <= 0x3A9 && c != 0x3A2) return c + 32;
+  for (uint32_t l = 0x3AC; l <= 0x3CE; ++l) {
+    if (greek_tonos_upper(l) == c) return l;
+  }
   if (c >= 0x410 && c <= 0x42F) return c + 32;
   if (c >= 0x400 && c <= 0x40F) return c + 80;
   return c;
 }
 
 bool is_cased(uint32_t c) { return is_upper(c) || is_lower(c); }
+
+bool word_separator(uint32_t c) { return py_space(c) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<'; }
 
 void json_string(std::string& out, std::string_view s) {
   out += '"';
@@ -314,6 +343,9 @@ Str py_case(const Str& s, CaseMap m) {
         break;
       case CaseMap::Title:
         y = prev_cased ? to_lower(x) : to_upper(x);
+        break;
+      case CaseMap::TitleWords:
+        y = (k == 0 || word_separator(c.cp[k - 1])) ? to_upper(x) : to_lower(x);
         break;
       case CaseMap::Capitalize:
         y = k == 0 ? to_upper(x) : to_lower(x);

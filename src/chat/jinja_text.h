@@ -21,7 +21,9 @@ std::vector<Str> py_split(const Str& s, const std::string* sep, int64_t maxsplit
 /// str.replace(old, new, count) (count < 0: all).
 Str py_replace(const Str& s, std::string_view old, const Str& repl, int64_t count);
 
-enum class CaseMap { Upper, Lower, Title, Capitalize };
+/// Title: str.title() (a letter after a cased letter is lowered); TitleWords: jinja2's `title`
+/// filter (the first character after whitespace or one of "-({[<" is raised, the rest lowered).
+enum class CaseMap { Upper, Lower, Title, TitleWords, Capitalize };
 /// str.upper()/lower()/title()/capitalize() for ASCII, Latin-1, Latin Extended-A, Greek and
 /// Cyrillic letters (one-to-one mappings of the same UTF-8 length, so data ranges stay put);
 /// other code points are left as they are.

@@ -87,6 +87,16 @@ TEST(ChatErrors, LimitsStopHostileTemplatesQuickly) {
   // Deep nesting in the source: an error, not a stack overflow.
   EXPECT_NE(parse_error("{{ " + std::string(100000, '(') + "1" + std::string(100000, ')') + " }}").find("nests deeper"),
             std::string::npos);
+  std::string sum = "{{ 1";
+  for (int i = 0; i < 100000; ++i) sum += " + 1";
+  EXPECT_NE(parse_error(sum + " }}").find("expression nests deeper than 200 levels"), std::string::npos);
+  std::string filters = "{{ x";
+  for (int i = 0; i < 100000; ++i) filters += "|trim";
+  EXPECT_NE(parse_error(filters + " }}").find("expression nests deeper"), std::string::npos);
+  std::string conds = "{{ 1";
+  for (int i = 0; i < 100000; ++i) conds += " if 1";
+  EXPECT_NE(parse_error(conds + " }}").find("expression nests deeper"), std::string::npos);
+  EXPECT_EQ(ChatTemplate::parse("{{ 1" + std::string(" + 1").append(std::string()) + " }}").render(kUser).text, "2");
   std::string ifs;
   for (int i = 0; i < 5000; ++i) ifs += "{% if true %}";
   EXPECT_NE(parse_error(ifs).find("nests deeper"), std::string::npos);
