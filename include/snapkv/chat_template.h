@@ -56,6 +56,9 @@ struct ChatTemplateOptions {
   std::string tools_json;
   size_t max_output_bytes = size_t{64} << 20;  ///< limit on the rendered text
   int64_t max_loop_iterations = 1'000'000;     ///< limit on loop iterations of one render
+  /// Limit on the work of one render: bytes of strings (16 per list item) read or built by
+  /// operators, filters, tests, methods and loops, plus the output.
+  size_t max_work_bytes = size_t{1} << 30;
 };
 
 /// A parsed Jinja chat template. Cheap to copy (shares the parsed tree); immutable; render() is

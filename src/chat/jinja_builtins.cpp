@@ -105,7 +105,7 @@ Value f_length(Evaluator& ev, const Value& v, CallArgs&) {
     case Value::Kind::Undefined:
       return Value::integer(0);
     case Value::Kind::String:
-      return Value::integer(static_cast<int64_t>(code_point_offsets(v.str()).size()) - 1);
+      return Value::integer(static_cast<int64_t>(code_point_count(v.str())));
     case Value::Kind::List:
       return Value::integer(static_cast<int64_t>(v.a->size()));
     case Value::Kind::Dict:
@@ -549,8 +549,9 @@ Value str_method(Evaluator& ev, const Value& obj, const std::string& name, CallA
     return Value::string(py_strip(s, side, str_arg(ev, a, 0, "chars")));
   }
   if (name == "split") {
-    std::vector<Str> parts = py_split(s, str_arg(ev, a, 0, "sep"), int_arg(ev, a, 1, "maxsplit", -1));
-    if (const std::string* sep = str_arg(ev, a, 0, "sep"); sep != nullptr && sep->empty()) ev.fail("empty separator");
+    const std::string* sep = str_arg(ev, a, 0, "sep");
+    if (sep != nullptr && sep->empty()) ev.fail("split(): empty separator");
+    std::vector<Str> parts = py_split(s, sep, int_arg(ev, a, 1, "maxsplit", -1));
     Array out;
     for (Str& p : parts) out.push_back(Value::string(std::move(p)));
     ev.check_items(out.size());

@@ -51,7 +51,26 @@ void Evaluator::check_items(size_t n) const {
   if (n > limits_.max_items) fail(fmt::format("a list of {} items exceeds the limit of {}", n, limits_.max_items));
 }
 
+void Evaluator::charge_bytes(size_t n) {
+  work_ += n;
+  if (work_ > limits_.max_work_bytes) {
+    fail(fmt::format("the template does more than {} bytes of string and list work in one render (limit)",
+                     limits_.max_work_bytes));
+  }
+}
+
+void Evaluator::charge(const Value& v) {
+  if (v.is_string()) {
+    charge_bytes(v.s->size());
+  } else if (v.is_array()) {
+    charge_bytes(16 * v.a->size());
+  } else if (v.is_object()) {
+    charge_bytes(16 * v.o->items.size());
+  }
+}
+
 void Evaluator::emit(Str& out, const Str& s) {
+  charge_bytes(s.size());
   check_bytes(out.size() + s.size());
   out.append(s);
 }
@@ -155,6 +174,7 @@ Evaluator::Flow Evaluator::exec_node(const Node& n, Str& out) {
 void Evaluator::exec_for(const Node& n, Str& out) {
   pos_ = n.expr->pos;
   const Value seq = eval(*n.expr);
+  charge(seq);
   std::vector<Value> items;
   switch (seq.kind) {
     case Value::Kind::Undefined:
@@ -405,6 +425,7 @@ Value Evaluator::eval_call(const Expr& e) {
       CallArgs args = eval_args(e, 1);
       pos_ = callee.pos;
       if (obj.is_undefined()) fail(undefined_message(obj));
+      charge(obj);
       return call_method(*this, obj, callee.name, args);
     }
   }
@@ -447,20 +468,30 @@ Value Evaluator::eval(const Expr& e) {
       pos_ = e.pos;
       return eval_item(obj, key);
     }
-    case ExprKind::Slice:
-      return eval_slice(e);
-    case ExprKind::Call:
-      return eval_call(e);
+    case ExprKind::Slice: {
+      Value r = eval_slice(e);
+      charge(r);
+      return r;
+    }
+    case ExprKind::Call: {
+      Value r = eval_call(e);
+      charge(r);
+      return r;
+    }
     case ExprKind::Filter: {
       const Value target = eval(*e.args[0]);
       CallArgs args = eval_args(e, 1);
       pos_ = e.pos;
-      return apply_filter(*this, e.name, target, args);
+      charge(target);
+      Value r = apply_filter(*this, e.name, target, args);
+      charge(r);
+      return r;
     }
     case ExprKind::Test: {
       const Value target = eval(*e.args[0]);
       CallArgs args = eval_args(e, 1);
       pos_ = e.pos;
+      charge(target);
       return Value::boolean(apply_test(*this, e.name, target, args) != e.negate);
     }
     case ExprKind::Unary: {
@@ -475,8 +506,11 @@ Value Evaluator::eval(const Expr& e) {
       if (v.kind == Value::Kind::Float) return Value::real(e.name == "-" ? -v.f : v.f);
       fail(fmt::format("bad operand type for unary {}: '{}'", e.name, type_name(v)));
     }
-    case ExprKind::Binary:
-      return eval_binary(e);
+    case ExprKind::Binary: {
+      Value r = eval_binary(e);
+      charge(r);
+      return r;
+    }
     case ExprKind::Cond: {
       if (eval(*e.args[1]).truthy()) return eval(*e.args[0]);
       if (e.args[2]) return eval(*e.args[2]);
@@ -499,6 +533,8 @@ Value Evaluator::eval_binary(const Expr& e) {
   const Value l = eval(*e.args[0]);
   const Value r = eval(*e.args[1]);
   pos_ = e.pos;
+  charge(l);
+  charge(r);
   if (op == "~") {
     Str s = to_str(l);
     const Str rs = to_str(r);
@@ -568,9 +604,7 @@ Value Evaluator::eval_binary(const Expr& e) {
       const int64_t times = std::max<int64_t>(0, to_int(*cnt));
       if (seq->is_string()) {
         if (times > 0) check_bytes(seq->s->size() * static_cast<size_t>(std::min<int64_t>(times, int64_t{1} << 40)));
-        Str out;
-        for (int64_t k = 0; k < times; ++k) out.append(*seq->s);
-        return Value::string(std::move(out));
+        return Value::string(seq->s->repeat(static_cast<size_t>(times)));
       }
       if (times > 0) check_items(seq->a->size() * static_cast<size_t>(std::min<int64_t>(times, int64_t{1} << 40)));
       Array out;

@@ -17,6 +17,10 @@ struct Limits {
   int64_t max_iterations = 1'000'000;          ///< loop iterations of one render, all loops together
   size_t max_items = 1'000'000;                ///< elements of one list built by the template (range(), +, *)
   int max_call_depth = 64;                     ///< nested macro calls
+  /// Work of one render: bytes of every string (and 16 per list item) that an operator, filter,
+  /// test, method or loop reads or builds, plus the output. Bounds the time of loops that
+  /// repeat work on large values.
+  size_t max_work_bytes = size_t{1} << 30;
 };
 
 struct Scope {
@@ -41,6 +45,9 @@ class Evaluator {
   /// Checks the size of a string or list about to be built.
   void check_bytes(size_t n) const;
   void check_items(size_t n) const;
+  /// Charges the work of reading or building `v` (see Limits::max_work_bytes).
+  void charge(const Value& v);
+  void charge_bytes(size_t n);
   const Limits& limits() const { return limits_; }
 
  private:
@@ -65,6 +72,7 @@ class Evaluator {
   std::shared_ptr<Scope> scope_;
   Pos pos_;
   int64_t iterations_ = 0;
+  size_t work_ = 0;
   int call_depth_ = 0;
 };
 

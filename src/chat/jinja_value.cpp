@@ -52,6 +52,20 @@ Str Str::substr(size_t pos, size_t n) const {
   return out;
 }
 
+Str Str::repeat(size_t times) const {
+  Str out;
+  out.s_.reserve(s_.size() * times);
+  for (size_t k = 0; k < times; ++k) out.s_ += s_;
+  if (data_.size() == 1 && data_[0].begin == 0 && data_[0].end == s_.size()) {
+    out.mark_all_data();  // all data: one range
+  } else if (!data_.empty()) {
+    for (size_t k = 0; k < times; ++k) {
+      for (const Range& r : data_) out.add_range(k * s_.size() + r.begin, k * s_.size() + r.end);
+    }
+  }
+  return out;
+}
+
 void Str::mark_all_data() {
   data_.clear();
   if (!s_.empty()) data_.push_back({0, s_.size()});
@@ -372,24 +386,39 @@ bool equals(const Value& a, const Value& b) {
   }
 }
 
+namespace {
+
+// Length of the code point starting at s[k], as code_point_offsets() counts it.
+size_t code_point_len(std::string_view s, size_t k) {
+  const auto c = static_cast<unsigned char>(s[k]);
+  size_t len = 1;
+  if (c >= 0xC2 && c <= 0xDF) {
+    len = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    len = 3;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    len = 4;
+  }
+  bool ok = k + len <= s.size();
+  for (size_t j = 1; ok && j < len; ++j) ok = (static_cast<unsigned char>(s[k + j]) & 0xC0) == 0x80;
+  return ok ? len : 1;
+}
+
+}  // namespace
+
+size_t code_point_count(std::string_view s) {
+  size_t n = 0;
+  for (size_t k = 0; k < s.size(); k += code_point_len(s, k)) ++n;
+  return n;
+}
+
 std::vector<size_t> code_point_offsets(std::string_view s) {
   std::vector<size_t> out;
   out.reserve(s.size() + 1);
   size_t k = 0;
   while (k < s.size()) {
     out.push_back(k);
-    const auto c = static_cast<unsigned char>(s[k]);
-    size_t len = 1;
-    if (c >= 0xC2 && c <= 0xDF) {
-      len = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      len = 3;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      len = 4;
-    }
-    bool ok = k + len <= s.size();
-    for (size_t j = 1; ok && j < len; ++j) ok = (static_cast<unsigned char>(s[k + j]) & 0xC0) == 0x80;
-    k += ok ? len : 1;
+    k += code_point_len(s, k);
   }
   out.push_back(s.size());
   return out;

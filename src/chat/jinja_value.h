@@ -41,6 +41,8 @@ class Str {
   Str substr(size_t pos, size_t n) const;
   /// Marks every byte as data.
   void mark_all_data();
+  /// This string `times` times over (ranges repeated).
+  Str repeat(size_t times) const;
 
  private:
   void add_range(size_t b, size_t e);
@@ -134,5 +136,7 @@ bool equals(const Value& a, const Value& b);
 /// Code points of UTF-8 text as byte offsets: result[k] is where code point k starts;
 /// result.back() == s.size(). Invalid bytes count as one code point each.
 std::vector<size_t> code_point_offsets(std::string_view s);
+/// Number of code points, counted as code_point_offsets() does.
+size_t code_point_count(std::string_view s);
 
 }  // namespace snapkv::jinja

@@ -81,6 +81,19 @@ TEST(ChatErrors, LimitsStopHostileTemplatesQuickly) {
                          "{% endfor %}")
                 .find("exceeds the limit"),
             std::string::npos);
+  // Repeating work on a large value: stopped by the work budget (1 GiB of string work).
+  ChatTemplateOptions work;
+  work.max_work_bytes = 64 << 20;
+  EXPECT_EQ(
+      render_error("{% set big = 'x' * 1000000 %}{% for i in range(100000) %}{{ big | length }}{% endfor %}", work),
+      "t:1:67: the template does more than 67108864 bytes of string and list work in one render (limit)");
+  EXPECT_NE(render_error("{% for i in range(100000) %}{% set s = 'x' * 1000000 %}{% endfor %}", work).find("(limit)"),
+            std::string::npos);
+  // The default budget (1 GiB) ends the same loop on a 20 MB string.
+  EXPECT_NE(render_error("{% set big = 'x' * 20000000 %}{% for i in range(100000) %}{{ big is string }}{% endfor %}")
+                .find("1073741824 bytes of string and list work"),
+            std::string::npos);
+  EXPECT_NE(render_error("{{ 'abc'.split('') }}").find("empty separator"), std::string::npos);
   // Unbounded recursion of a macro.
   EXPECT_EQ(render_error("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"),
             "t:1:21: macro calls nest deeper than 64 (limit)");
