@@ -105,6 +105,99 @@ CONVERSATIONS = {
 WITH_TOOLS = {"qwen25_tools": ["single_user", "system_user", "tool_calls"], "features": ["single_user"]}
 
 
+# Small templates, each rendered for the conversation "single_user" with bos "<s>", eos "</s>":
+# expressions, whitespace control and edge cases one at a time.
+SNIPPETS = [
+    "{{ messages[0]['content'] * 2 }}",
+    "{% for m in messages %}{{ loop.index }}{% if not loop.last %},{% endif %}{% endfor %}",
+    "{{ 'a' if false }}|",
+    "{{ none ~ '' }}",
+    "{{ [1,2,3][::-1] }} {{ [1,2,3][-2:] }} {{ 'abcdef'[1:5:2] }}",
+    "{{ {'a': 1}['a'] }} {{ {'a': 1}.a }}",
+    "{{ 1 == true }} {{ 0 == false }} {{ 1.0 == 1 }}",
+    "{{ 'x' in ['x', 'y'] }} {{ 'z' in {'z': 1} }}",
+    "{{ messages | length > 0 and messages[0].role == 'user' }}",
+    "{% set x = [] %}{{ x | length }}{{ x is iterable }}",
+    "  {% for i in [1,2] %}\n    {{ i }}\n  {% endfor %}\n",
+    "{% if true %}\n  yes\n{% endif %}\nafter",
+    "{%- for i in [1,2] -%}\n {{ i }} \n{%- endfor -%}",
+    "a\n  {#- c -#}\n  b",
+    "{{ '%s' }}",
+    "{{ 3 | string | length }}",
+    "{{ ' '.join(['a', 'b']) }}",
+    "{{ 'abc'.startswith(('x', 'a')) }}",
+    "{{ messages[0].content.split('e') }}",
+    "{{ 10 // 3 * 3 + 10 % 3 }}",
+    "{{ 2 ** 3 ** 2 }}",
+    "{{ -2 ** 2 }}",
+    "{{ not true == false }}",
+    "{{ 1 if 0 else 2 if 0 else 3 }}",
+    "{{ 'a' ~ 1 + 2 }}",
+    "{{ [1, 2] | join }}{{ (1, 2) | list }}",
+    "{{ {'b': 1, 'a': 2} | tojson }}{{ [] | tojson }}{{ 'x' | tojson }}",
+    "{{ 1.0 }} {{ 100.0 }} {{ 1e20 }} {{ 123456789012345678.0 }} {{ 0.000123 }}",
+    "{{ 'Hello World' | lower | replace('o', '0') }}",
+    "{% macro m(a, b=2) %}{{ a }}-{{ b }}{% endmacro %}{{ m(1) }} {{ m(1, 3) }} {{ m(b=5, a=0) }}",
+    "{% set ns = namespace(a=1) %}{% for i in range(3) %}{% set ns.a = ns.a * 2 %}{% endfor %}{{ ns.a }}",
+    "{% for k in {'x': 1, 'y': 2} %}{{ k }}{% endfor %}",
+    "{% for c in 'héllo' %}[{{ c }}]{% endfor %}",
+    "{{ 'héllo' | length }} {{ 'héllo'[1] }} {{ 'héllo' | upper }} {{ 'héllo' | reverse }}",
+    "{{ messages | selectattr('role', 'eq', 'user') | list | length }}",
+    "{{ messages | map(attribute='role') | join('|') }}",
+    "{{ [3, 1] | sort | first }} {{ 'abc' | first }} {{ 'abc' | last }}",
+    "{{ '' is string }} {{ none is string }} {{ 1 is string }} {{ 'a' is not none }}",
+    "{{ true and 'x' }} {{ false or 'y' }} {{ 0 or '' }}|{{ none and 1 }}",
+    "{{ 'a' < 'B' }} {{ [1, 2] < [1, 3] if false else 'skip' }}",
+    "{% set t = (1, 2) %}{{ t[0] }}{{ t | length }}",
+    "{{ '\\n' | tojson }}{{ 'é' | tojson }}{{ '</script>' | tojson }}",
+    "{{ 7.0 / 2 }} {{ 7 / 7 }} {{ 1 / 8 }}",
+    "{{ 'a  b'.split(' ') }}",
+    "{{ '  x  ' | trim('x ') }}|{{ 'xxaxx'.strip('x') }}",
+    "{{ 'abc' | capitalize }}{{ 'ABC DEF' | title }}{{ 'a-b c(d' | title }}",
+    "{{ 4 | float }} {{ 2.5 | round }} {{ 3.5 | round }} {{ 2.675 | round(2) }} {{ 1.25 | round(1) }} {{ 2.1 | round(0, 'ceil') }} {{ -2.5 | round }}",
+    "{{ dict(a=1, b='x') }} {{ namespace(a=1).a }}",
+    "{{ messages[0] }}",
+    "{{ messages[0].role.upper() }}{{ messages[0]['role'] | upper }}",
+    "{% if true %}  a  {% endif %}",
+    "x  {% if true %}\n\ny{% endif %}",
+    "\t{% if true %}\n\ty\n\t{% endif %}\n",
+    "line1\n    {{ 'v' }}\n    {% set a = 1 %}\n    {{ a }}",
+    "{% for i in [1] %}{{ i }}\n{% endfor %}end",
+    "{% for i in [1] +%}\n{{ i }}{% endfor %}",
+    "  {%+ if true %}a{% endif %}",
+    "a {#- x #} b {# y -#} c",
+    "{{- ' lead' -}}  \n  {{- 'trail ' }}",
+    "{% raw %}\n{{ x }}\n{% endraw %}\n",
+    "  {% raw %}{% if %}{% endraw %}",
+    "{%- set x = 'a' -%}\n\n{{ x }}\n\n",
+    "\r\nwin{% if true %}\r\nline\r\n{% endif %}\r\n",
+    "trailing newline\n",
+    "two trailing\n\n",
+    "{% for m in messages %}{% set content = m.content %}{% if loop.first %}{% set content = 'F:' + content %}{% endif %}{{ content }}{% endfor %}",
+    "{% macro outer() %}{{ inner() }}{% endmacro %}{% macro inner() %}in{% endmacro %}{{ outer() }}",
+    "{% set x = 1 %}{% macro m() %}{{ x }}{% endmacro %}{% for i in [1] %}{% set x = 2 %}{{ m() }}{% endfor %}",
+    "{% for a in [1, 2] %}{% for b in [3, 4] %}{{ loop.index }}{{ a }}{{ b }} {% endfor %}{{ loop.index }}{% endfor %}",
+    "{{ messages[0].get('content') }} {{ messages[0].get('nope', 'd') }} {{ messages[0].get('nope') }}",
+    "{{ messages[0].keys() | list }} {{ messages[0] | items | list }}",
+    "{% for k, v in messages[0].items() %}{{ k }}={{ v }};{% endfor %}",
+    "{{ messages[0].tool_calls is defined }} {{ messages[0].tool_calls }}|",
+    "{{ messages[0].content is not string }}",
+    "{% if messages[0].content is mapping %}m{% elif messages[0].content is sequence %}s{% endif %}",
+    "{{ 'abc' ~ 'd' | upper }}",
+    "{{ ('ab' ~ 'cd')[1:3] }}",
+    "{{ [1,2,3] | length * 2 }}",
+    "{{ -1 | abs }} {{ (1 - 2) | abs }}",
+    "{{ \"it's\" }} {{ 'say \"hi\"' }} {{ ['it\\'s', \"q\\\"\"] }}",
+    "{{ '\\u4e16\\U0001F642' }}",
+    "{{ 1_000 }} {{ 1.5e3 }} {{ 0x1F }} {{ 0o17 }} {{ 0b101 }} {{ 0xff_ff }}",
+    "{% raw %}a{% endraw %}\nb",
+    "  {% raw %}a  {% endraw %}  \nb",
+    "{%- raw %} a {% endraw -%} b",
+    "{% raw -%}  a  {%- endraw %}b",
+    "x\n  {% raw %}\n  y\n  {% endraw %}\nz"
+]
+
+
 def raise_exception(message):
     raise jinja2.exceptions.TemplateError(message)
 
@@ -151,13 +244,19 @@ def main():
                             "add_generation_prompt": agp, "bos_token": bos, "eos_token": eos}
                     case.update(render(env, source, conv, tools, agp, bos, eos))
                     cases.append(case)
-    out = {"jinja2_version": jinja2.__version__, "tools": TOOLS, "conversations": CONVERSATIONS, "cases": cases}
+    snippets = []
+    for source in SNIPPETS:
+        snippet = {"source": source}
+        snippet.update(render(env, source, CONVERSATIONS["single_user"], None, True, "<s>", "</s>"))
+        snippets.append(snippet)
+    out = {"jinja2_version": jinja2.__version__, "tools": TOOLS, "conversations": CONVERSATIONS, "cases": cases,
+           "snippets": snippets}
     path = os.path.join(DIR, "golden.json")
     with open(path, "w", encoding="utf-8") as f:
         json.dump(out, f, ensure_ascii=False, indent=1)
         f.write("\n")
     n_err = sum(1 for c in cases if "error" in c)
-    print(f"{path}: {len(cases)} cases ({n_err} errors)", file=sys.stderr)
+    print(f"{path}: {len(cases)} cases ({n_err} errors), {len(snippets)} snippets", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <map>
@@ -291,6 +292,27 @@ Value f_abs(Evaluator& ev, const Value& v, CallArgs&) {
   ev.fail(fmt::format("bad operand type for abs(): '{}'", type_name(v)));
 }
 
+// round(precision=0, method='common'|'ceil'|'floor'): a float, as jinja2's do_round. "common" is
+// Python's round(x, n): the exact binary value correctly rounded to n decimals, ties to even,
+// which is what printf("%.*f") does.
+Value f_round(Evaluator& ev, const Value& v, CallArgs& a) {
+  if (!v.is_number()) ev.fail(fmt::format("round: expected a number, got {}", type_name(v)));
+  const int64_t prec = int_arg(ev, a, 0, "precision", 0);
+  if (prec < 0 || prec > 30) ev.fail("round: precision must be 0..30");
+  const std::string* method = str_arg(ev, a, 1, "method");
+  const double x = v.as_double();
+  if (method == nullptr || *method == "common") {
+    if (!std::isfinite(x)) return Value::real(x);
+    char buf[512];
+    std::snprintf(buf, sizeof buf, "%.*f", static_cast<int>(prec), x);
+    return Value::real(std::strtod(buf, nullptr));
+  }
+  const double scale = std::pow(10.0, static_cast<double>(prec));
+  if (*method == "ceil") return Value::real(std::ceil(x * scale) / scale);
+  if (*method == "floor") return Value::real(std::floor(x * scale) / scale);
+  ev.fail("round: method must be 'common', 'ceil' or 'floor'");
+}
+
 // map(attribute='x' [, default=d]) or map('filter', args...)
 Value f_map(Evaluator& ev, const Value& v, CallArgs& a) {
   std::vector<Value> out;
@@ -402,6 +424,7 @@ const std::map<std::string, FilterFn>& filters() {
       {"sort", f_sort},
       {"unique", f_unique},
       {"abs", f_abs},
+      {"round", f_round},
       {"map", f_map},
       {"select", f_select},
       {"reject", f_reject},

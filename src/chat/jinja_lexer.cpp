@@ -8,6 +8,9 @@
 #include <fmt/format.h>
 
 #include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 
 namespace snapkv::jinja {
 
@@ -137,11 +140,7 @@ class Lexer {
     size_t j = s_.find("%}", k_);
     const bool strip_after_open = s_[j - 1] == '-';
     k_ = j + 2;
-    if (strip_after_open) {
-      skip_space();
-    } else if (s_[j - 1] != '+' && k_ < s_.size() && s_[k_] == '\n') {
-      ++k_;
-    }
+    if (strip_after_open) skip_space();  // no trim_blocks after `{% raw %}` (as jinja2)
     // Find {% endraw %} / {%- endraw -%}.
     size_t from = k_;
     while (true) {
@@ -232,6 +231,22 @@ class Lexer {
 
   void lex_number(Pos p) {
     const size_t b = k_;
+    if (s_[k_] == '0' && k_ + 1 < s_.size() && std::strchr("xXoObB", s_[k_ + 1]) != nullptr) {
+      const char kind = static_cast<char>(std::tolower(s_[k_ + 1]));
+      const int base = kind == 'x' ? 16 : (kind == 'o' ? 8 : 2);
+      k_ += 2;
+      std::string digits;
+      while (k_ < s_.size() && (std::isxdigit(static_cast<unsigned char>(s_[k_])) != 0 || s_[k_] == '_')) {
+        if (s_[k_] != '_') digits += s_[k_];
+        ++k_;
+      }
+      errno = 0;
+      char* end = nullptr;
+      const long long v = digits.empty() ? 0 : std::strtoll(digits.c_str(), &end, base);
+      if (digits.empty() || *end != '\0' || errno == ERANGE) throw TemplateError{"malformed integer literal", p};
+      push(Tok::Int, std::to_string(v), p);
+      return;
+    }
     auto digits = [&] {
       while (k_ < s_.size() && (std::isdigit(static_cast<unsigned char>(s_[k_])) != 0 || s_[k_] == '_')) ++k_;
     };

@@ -68,6 +68,27 @@ TEST(ChatGolden, ByteIdenticalToJinja2) {
   EXPECT_GT(errors, 20);
 }
 
+TEST(ChatGolden, SnippetsByteIdenticalToJinja2) {
+  const ordered_json& g = golden();
+  const std::string msgs = g["conversations"]["single_user"].dump();
+  ASSERT_GE(g["snippets"].size(), 80u);
+  for (const auto& sn : g["snippets"]) {
+    const std::string src = sn["source"];
+    std::string got;
+    const std::string err = error_of([&] {
+      ChatTemplate t = ChatTemplate::parse(src, "snippet");
+      t.set_special_tokens("<s>", "</s>");
+      got = t.render_json(msgs).text;
+    });
+    if (sn.contains("text")) {
+      EXPECT_EQ(err, "") << src;
+      EXPECT_EQ(got, sn["text"].get<std::string>()) << src;
+    } else {
+      EXPECT_NE(err, "") << src << ": jinja2 raised " << sn["error"];
+    }
+  }
+}
+
 TEST(ChatGolden, BuiltinsAreTheRecordedFiles) {
   for (const std::string& n : ChatTemplate::builtin_names()) {
     EXPECT_EQ(ChatTemplate::builtin(n).source(), chat_template_file("builtin_" + n)) << n;
