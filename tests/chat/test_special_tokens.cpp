@@ -6,6 +6,7 @@
 #include "chat_test_util.h"
 #include "gguf/gguf.h"
 #include "snapkv/chat_template.h"
+#include "snapkv/engine.h"
 #include "snapkv/tokenizer.h"
 #include "support/gguf_writer.h"
 
@@ -51,6 +52,21 @@ TEST(ChatTokens, SmolLM2CountsEqualTransformers) {
   EXPECT_EQ(
       std::vector<int32_t>(ids.end() - 9, ids.end()),
       (std::vector<int32_t>{4093, 198, 72, 2, 198, 1, 520, 9531, 198}));  // user\nX<|im_end|>\n<|im_start|>assistant\n
+}
+
+TEST(ChatTokens, EngineGivesTheModelsTemplate) {
+  REQUIRE_SMOLLM2();
+  const auto engine = Engine::load(smollm2_path().string());
+  const ChatTemplate t = engine->chat_template();
+  EXPECT_EQ(t.source(), chat_template_file("smollm2"));
+  EXPECT_EQ(t.bos_token(), "<|im_start|>");
+  const RenderedChat r = t.render(std::vector<ChatMessage>{{"system", "Be brief."}, {"user", "X"}});
+  EXPECT_EQ(tokenize_chat(engine->tokenizer(), r).size(), 18u);
+  // Copies share the parsed template; special tokens set on a copy stay on that copy.
+  ChatTemplate copy = t;
+  copy.set_special_tokens("A", "B");
+  EXPECT_EQ(t.bos_token(), "<|im_start|>");
+  EXPECT_EQ(copy.bos_token(), "A");
 }
 
 TEST(ChatTokens, ContentCannotInjectSpecialTokens) {
