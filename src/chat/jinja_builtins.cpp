@@ -718,6 +718,7 @@ void add_global_functions(Object& g) {
     for (auto& [k, v] : a.kw) o.set(k, v);
     Value r = Value::object(std::move(o));
     r.is_namespace = ns;
+    if (ns) ev.track_namespace(r.o);
     return r;
   };
   g.set("namespace",

@@ -32,6 +32,14 @@ int64_t floor_div(int64_t a, int64_t b) {
 
 }  // namespace
 
+Evaluator::~Evaluator() {
+  // A namespace may hold itself (set ns.me = ns) or a loop/macro that refers back to it: clear
+  // them all so that no reference cycle outlives the render.
+  for (const std::shared_ptr<Object>& ns : namespaces_) ns->items.clear();
+}
+
+void Evaluator::track_namespace(std::shared_ptr<Object> ns) { namespaces_.push_back(std::move(ns)); }
+
 void Evaluator::fail(const std::string& msg) const { throw TemplateError{msg, pos_}; }
 
 void Evaluator::count_iterations(int64_t n) {
@@ -267,8 +275,11 @@ void Evaluator::exec_for(const Node& n, Str& out) {
 
 void Evaluator::exec_macro(const Node& n) {
   const Node* def = &n;
-  const std::shared_ptr<Scope> defining = scope_;
+  // Weak: the scope holds the macro, so a strong reference would be a cycle (a leak).
+  const std::weak_ptr<Scope> defining = scope_;
   Value fn = Value::function(n.text, [this, def, defining](Evaluator& ev, CallArgs& args) {
+    const std::shared_ptr<Scope> home = defining.lock();
+    if (!home) ev.fail(fmt::format("macro '{}' called after the block it was defined in ended", def->text));
     if (args.pos.size() > def->params.size()) {
       ev.fail(fmt::format("macro '{}' takes {} arguments, {} given", def->text, def->params.size(), args.pos.size()));
     }
@@ -284,7 +295,7 @@ void Evaluator::exec_macro(const Node& n) {
     const std::shared_ptr<Scope> caller = scope_;
     const Pos call_pos = pos_;
     auto sc = std::make_shared<Scope>();
-    sc->parent = defining;
+    sc->parent = home;
     scope_ = sc;
     Str out;
     try {

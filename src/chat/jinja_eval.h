@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "chat/jinja_ast.h"
 
@@ -31,6 +32,9 @@ struct Scope {
 class Evaluator {
  public:
   explicit Evaluator(const Limits& limits) : limits_(limits) {}
+  ~Evaluator();
+  Evaluator(const Evaluator&) = delete;
+  Evaluator& operator=(const Evaluator&) = delete;
 
   /// Renders `prog` with `globals` as the outermost variables.
   Str render(const Program& prog, const Object& globals);
@@ -49,6 +53,8 @@ class Evaluator {
   void charge(const Value& v);
   void charge_bytes(size_t n);
   const Limits& limits() const { return limits_; }
+  /// Remembers a namespace() object, emptied when the render ends (breaks reference cycles).
+  void track_namespace(std::shared_ptr<Object> ns);
 
  private:
   enum class Flow { Normal, Break, Continue };
@@ -73,6 +79,7 @@ class Evaluator {
   Pos pos_;
   int64_t iterations_ = 0;
   size_t work_ = 0;
+  std::vector<std::shared_ptr<Object>> namespaces_;
   int call_depth_ = 0;
 };
 

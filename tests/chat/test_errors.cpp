@@ -55,6 +55,20 @@ TEST(ChatErrors, RenderErrorsNameThePosition) {
   EXPECT_EQ(render_error("{% for c in 5 %}{% endfor %}"), "t:1:13: 'int' object is not iterable");
 }
 
+TEST(ChatErrors, ReferenceCyclesDoNotLeak) {
+  // Under LeakSanitizer these would be reported: a macro in the scope it closes over, a
+  // namespace that holds itself, a namespace holding a macro and the loop object.
+  const ChatTemplate t = ChatTemplate::parse(
+      "{% macro m(x) %}[{{ x }}]{% endmacro %}{% set ns = namespace(me=none, f=none, l=none) %}"
+      "{% set ns.me = ns %}{% set ns.f = m %}{% for i in [1] %}{% set ns.l = loop %}{% endfor %}"
+      "{{ ns.f(ns.me.l.index) }}{{ m('a') }}",
+      "t");
+  EXPECT_EQ(t.render(kUser).text, "[1][a]");
+  EXPECT_EQ(render_error("{% set ns = namespace(f=none) %}{% for i in [1] %}{% macro m() %}x{% endmacro %}"
+                         "{% set ns.f = m %}{% endfor %}{{ ns.f() }}"),
+            "t:1:118: macro 'm' called after the block it was defined in ended");
+}
+
 TEST(ChatErrors, LimitsStopHostileTemplatesQuickly) {
   const auto t0 = std::chrono::steady_clock::now();
   ChatTemplateOptions small;
