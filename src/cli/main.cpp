@@ -29,19 +29,23 @@ constexpr const char* kModelHelp =
     "(SmolLM2-135M-Instruct Q4_1); scripts/get-model.sh NAME fetches them";
 
 // --system, --messages, --chat-template, --tools (run and chat-template).
-void add_chat_flags(CLI::App& app, snapkv::cli::ChatFlags& c) {
+void add_chat_flags(CLI::App& app, snapkv::cli::ChatFlags& c, bool implies_chat) {
   using snapkv::cli::non_empty;
-  app.add_option("--system", c.system, "a system message before the conversation (implies --chat)")
+  const std::string implies = implies_chat ? "; implies --chat" : "";
+  app.add_option("--system", c.system,
+                 "a system message before the conversation" + std::string(implies_chat ? " (implies --chat)" : ""))
       ->check(non_empty("omit --system for no system message"));
   app.add_option("--messages", c.messages_file,
                  "JSON file with an OpenAI-style list of messages [{\"role\": ..., \"content\": ...}, ...] "
-                 "(multi-turn; -p/-f, if given, is appended as a user message; implies --chat)")
+                 "(multi-turn; -p/-f, if given, is appended as a user message" +
+                     implies + ")")
       ->check(non_empty("--messages FILE"));
   app.add_option("--chat-template", c.template_flag,
-                 "Jinja chat template file, or a built-in template: chatml, gemma, llama3 (default: the model's; "
-                 "implies --chat)")
+                 "Jinja chat template file, or a built-in template: chatml, gemma, llama3 (default: the model's" +
+                     implies + ")")
       ->check(non_empty("--chat-template FILE|NAME"));
-  app.add_option("--tools", c.tools_file, "JSON file with a list of tool definitions passed to the template as `tools`")
+  app.add_option("--tools", c.tools_file,
+                 "JSON file with a list of tool definitions passed to the template as `tools`" + implies)
       ->check(non_empty("--tools FILE"));
 }
 
@@ -69,7 +73,7 @@ void add_run_options(CLI::App& run, RunOptions& o) {
          "--seed", [&o](uint64_t s) { o.seed = s, o.seed_set = true; }, "RNG seed (default: random)")
       ->check(snapkv::cli::uint64_any());
   run.add_flag("--chat", o.chat, "wrap the prompt in the model's chat template (tokenizer.chat_template)");
-  add_chat_flags(run, o.chat_flags);
+  add_chat_flags(run, o.chat_flags, true);
   run.add_flag("--ignore-eos", o.ignore_eos, "do not stop at end-of-generation tokens");
   run.add_option("--kv-type", o.kv_type, "KV cache element type")->capture_default_str()->check(one_of({"f16", "f32"}));
   run.add_flag("--json", o.json, "print one JSON report instead of streaming text");
@@ -195,7 +199,7 @@ int main(int argc, char** argv) {
   auto* ct_f = chat_tmpl->add_option("-f,--file", ct_opt.prompt_file, "read the user message from a file")
                    ->check(snapkv::cli::non_empty("-f FILE"));
   ct_p->excludes(ct_f);
-  add_chat_flags(*chat_tmpl, ct_opt.chat_flags);
+  add_chat_flags(*chat_tmpl, ct_opt.chat_flags, false);
   chat_tmpl->add_flag("--no-generation-prompt", ct_no_gen, "do not open the assistant turn at the end");
   chat_tmpl->add_flag("--json", ct_opt.json, "JSON: text, n_tokens, ids, template, template_spans");
 
