@@ -3,6 +3,8 @@
 // apply_chat_template on the same GGUF (31, 18 and 45 tokens, as issue 12 recorded them).
 #include <gtest/gtest.h>
 
+#include <ctime>
+
 #include "chat_test_util.h"
 #include "gguf/gguf.h"
 #include "snapkv/chat_template.h"
@@ -132,6 +134,30 @@ TEST(ChatTokens, GemmaUsesTheBuiltinTemplateWithOneBos) {
   const std::vector<int32_t> ids = tokenize_chat(*m.tok, r);
   EXPECT_EQ(ids, m.tok->encode(format_chat(ChatFormat::Gemma, msgs, true), true, true));
   EXPECT_EQ(std::count(ids.begin(), ids.end(), m.tok->bos()), 1);
+}
+
+TEST(ChatTemplateModel, StrftimeNowAndTools) {
+  // strftime_now formats the local time (Llama 3.1-style templates use it for the date).
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&now, &tm);
+  char year[8];
+  std::strftime(year, sizeof year, "%Y", &tm);
+  const std::string got = ChatTemplate::parse("{{ strftime_now('%Y') }}").render(std::vector<ChatMessage>{}).text;
+  EXPECT_TRUE(got == year || got == std::to_string(std::stoi(year) + 1)) << got;  // a new year may begin meanwhile
+  EXPECT_NE(error_of([] {
+              ChatTemplate::parse("{{ strftime_now() }}").render(std::vector<ChatMessage>{});
+            }).find("strftime_now() takes one format string"),
+            std::string::npos);
+  // tools: None without a list (transformers passes tools=None), else the parsed JSON.
+  const ChatTemplate t = ChatTemplate::parse("{{ tools is none }} {{ tools | tojson if tools else '' }}");
+  EXPECT_EQ(t.render(std::vector<ChatMessage>{}).text, "True ");
+  ChatTemplateOptions opt;
+  opt.tools_json = R"([{"name": "f", "x": [1, 2.5, null, "é"]}])";
+  EXPECT_EQ(t.render(std::vector<ChatMessage>{}, opt).text, R"(False [{"name": "f", "x": [1, 2.5, null, "é"]}])");
+  opt.tools_json = "[1, ";
+  EXPECT_NE(error_of([&] { t.render(std::vector<ChatMessage>{}, opt); }).find("the tools list is not valid JSON"),
+            std::string::npos);
 }
 
 GGUFFile file_with(const std::string& arch, const std::string* tmpl) {
