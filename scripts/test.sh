@@ -4,7 +4,7 @@
 #   1b. that build installed into a temporary prefix, with the C and C++ examples, a pkg-config
 #      build and the Python ctypes test run against the installed package only;
 #   2. the unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer;
-#   3. a short libFuzzer run on the GGUF parser (when clang is available).
+#   3. short libFuzzer runs on the GGUF parser and the chat-template renderer (when clang is available).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
@@ -35,7 +35,9 @@ if command -v clang++ >/dev/null; then
   echo "== libFuzzer run on the GGUF parser"
   cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
     -DCMAKE_CXX_COMPILER=clang++ -DSNAPKV_FUZZ=ON -DSNAPKV_BUILD_TESTS=OFF -DSNAPKV_NATIVE=ON "${launcher[@]}" >/dev/null
-  cmake --build build-fuzz -j"$jobs" --target fuzz_gguf make_fuzz_seeds
+  cmake --build build-fuzz -j"$jobs" --target fuzz_gguf make_fuzz_seeds fuzz_chat_template
   bash fuzz/run.sh build-fuzz/fuzz/fuzz_gguf build-fuzz/make_fuzz_seeds 60
+  echo "== libFuzzer run on the chat-template renderer"
+  bash fuzz/run_chat.sh build-fuzz/fuzz/fuzz_chat_template 60
 fi
 echo "== all tests passed"

@@ -1,4 +1,5 @@
-// snapkv: chat prompt formats (the common chat templates, written out in C++; no Jinja engine).
+// snapkv: the built-in chat prompt formats written out in C++ (kept for compatibility; --chat and
+// the server render the model's Jinja template with snapkv/chat_template.h).
 #pragma once
 
 #include <span>

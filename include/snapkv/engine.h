@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "snapkv/chat.h"
+#include "snapkv/chat_template.h"
 #include "snapkv/kv_type.h"
 #include "snapkv/tokenizer.h"
 
@@ -77,6 +78,10 @@ class Engine {
   /// The chat format of the model (tokenizer.chat_template, else the architecture). Throws
   /// snapkv::Error when the model has none (base model).
   ChatFormat chat_format() const;
+  /// The model's chat template (ChatTemplate::from_gguf): tokenizer.chat_template, or a
+  /// built-in one with warning() set when the model has none or it cannot be parsed; bos_token
+  /// and eos_token set from the tokenizer. Throws snapkv::Error for a base model.
+  ChatTemplate chat_template() const;
 
   /// A new, empty sequence of this engine's model (see SequenceOptions). Throws snapkv::Error
   /// for bad options.

@@ -13,6 +13,7 @@
 
 #include "snapkv/batch.h"
 #include "snapkv/chat.h"
+#include "snapkv/chat_template.h"
 #include "snapkv/engine.h"
 #include "snapkv/error.h"
 #include "snapkv/generate.h"

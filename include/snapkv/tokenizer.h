@@ -20,6 +20,12 @@ namespace snapkv {
 
 class GGUFFile;
 
+/// A byte range [begin, end) of a text.
+struct TextSpan {
+  size_t begin = 0;
+  size_t end = 0;
+};
+
 /// Kind of vocabulary (tokenizer.ggml.model).
 enum class VocabType { SPM, BPE };
 
@@ -57,6 +63,11 @@ class Tokenizer {
   /// parse_special: split out control-token texts such as "<start_of_turn>" and emit their ids.
   /// User-defined tokens (token_type 4) are split out in either case, as llama.cpp does.
   std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const;
+  /// Like encode(text, add_special, true), except that a control or unknown token's text is split
+  /// out only where it lies wholly inside one of `special_spans` (sorted, disjoint byte ranges:
+  /// text a chat template wrote itself); elsewhere it is tokenised as ordinary text. With spans
+  /// covering the whole text this equals encode(text, add_special, true).
+  std::vector<int32_t> encode(std::string_view text, bool add_special, std::span<const TextSpan> special_spans) const;
 
   /// The bytes token `id` stands for when detokenizing: SPM "▁" -> " ", "<0x0A>" -> "\n"; BPE: the
   /// byte-decoded text; user-defined tokens: their text; control/unknown tokens: "" unless

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/chat_prompt.h"
 #include "kv/presses/press.h"
 #include "snapkv/press_spec.h"
 
@@ -23,7 +24,8 @@ struct RunOptions {
   float top_p = 0.95f;
   uint64_t seed = 0;
   bool seed_set = false;
-  bool chat = false;
+  bool chat = false;  ///< --chat (also implied by --system, --messages, --chat-template)
+  ChatFlags chat_flags;
   bool ignore_eos = false;
   std::string kv_type = "f16";
   bool json = false;
@@ -88,5 +90,18 @@ struct TokenizeOptions {
 /// Prints the ids and pieces (or JSON with --json). Throws snapkv::Error when neither -p nor
 /// -f was given, or naming the -f file when it cannot be read.
 int tokenize_command(const TokenizeOptions& opt);
+
+/// `snapkv chat-template`: the prompt the chat template renders (to check it by eye).
+struct ChatTemplateCommandOptions {
+  std::string model;        ///< -m (empty: default model)
+  std::string prompt;       ///< -p: a user message after the others
+  std::string prompt_file;  ///< -f: the same from a file
+  bool prompt_set = false;
+  ChatFlags chat_flags;
+  bool json = false;  ///< JSON: text, token count and ids, template name, template spans
+};
+
+/// Prints the rendered prompt (raw bytes, nothing added), or JSON with --json.
+int chat_template_command(const ChatTemplateCommandOptions& opt);
 
 }  // namespace snapkv::cli

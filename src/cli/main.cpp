@@ -1,7 +1,10 @@
 // snapkv: command-line entry point (llama.cpp-style flags).
 //   snapkv serve    -m MODEL [--host H] [--port P] [--kv-memory-budget B] [--press ...] (src/server/)
 //   snapkv run      -m MODEL.gguf|gemma3|smollm2 (-p TEXT | -f FILE) [-n N] [-t T] [-c CTX] [--temp T] ... [--press
-//   NAME --budget C] snapkv inspect  -m MODEL.gguf [--json] snapkv tokenize -m MODEL.gguf (-p TEXT | -f FILE) [--json]
+//   NAME --budget C] [--chat [--system TEXT] [--messages FILE] [--chat-template FILE|NAME]]
+//   snapkv inspect  -m MODEL.gguf [--json]
+//   snapkv tokenize -m MODEL.gguf (-p TEXT | -f FILE) [--json]
+//   snapkv chat-template -m MODEL.gguf [--messages FILE] [--system TEXT] [-p TEXT | -f FILE] [--json]
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -28,6 +31,27 @@ constexpr const char* kModelHelp =
 
 void add_press_options(CLI::App& app, RunOptions& o);
 
+// --system, --messages, --chat-template, --tools (run and chat-template).
+void add_chat_flags(CLI::App& app, snapkv::cli::ChatFlags& c, bool implies_chat) {
+  using snapkv::cli::non_empty;
+  const std::string implies = implies_chat ? "; implies --chat" : "";
+  app.add_option("--system", c.system,
+                 "a system message before the conversation" + std::string(implies_chat ? " (implies --chat)" : ""))
+      ->check(non_empty("omit --system for no system message"));
+  app.add_option("--messages", c.messages_file,
+                 "JSON file with an OpenAI-style list of messages [{\"role\": ..., \"content\": ...}, ...] "
+                 "(multi-turn; -p/-f, if given, is appended as a user message" +
+                     implies + ")")
+      ->check(non_empty("--messages FILE"));
+  app.add_option("--chat-template", c.template_flag,
+                 "Jinja chat template file, or a built-in template: chatml, gemma, llama3 (default: the model's" +
+                     implies + ")")
+      ->check(non_empty("--chat-template FILE|NAME"));
+  app.add_option("--tools", c.tools_file,
+                 "JSON file with a list of tool definitions passed to the template as `tools`" + implies)
+      ->check(non_empty("--tools FILE"));
+}
+
 void add_run_options(CLI::App& run, RunOptions& o) {
   using snapkv::cli::int_in;
   using snapkv::cli::non_empty;
@@ -51,7 +75,8 @@ void add_run_options(CLI::App& run, RunOptions& o) {
   run.add_option_function<uint64_t>(
          "--seed", [&o](uint64_t s) { o.seed = s, o.seed_set = true; }, "RNG seed (default: random)")
       ->check(snapkv::cli::uint64_any());
-  run.add_flag("--chat", o.chat, "wrap the prompt in the model's chat template");
+  run.add_flag("--chat", o.chat, "wrap the prompt in the model's chat template (tokenizer.chat_template)");
+  add_chat_flags(run, o.chat_flags, true);
   run.add_flag("--ignore-eos", o.ignore_eos, "do not stop at end-of-generation tokens");
   run.add_option("--kv-type", o.kv_type, "KV cache element type")->capture_default_str()->check(one_of({"f16", "f32"}));
   run.add_flag("--json", o.json, "print one JSON report instead of streaming text");
@@ -175,7 +200,7 @@ void add_serve_options(CLI::App& s, snapkv::cli::ServeOptions& o) {
 std::string check_subcommand(int argc, char** argv) {
   if (argc < 2) return "";
   const std::string first = argv[1];
-  for (const char* ok : {"run", "serve", "inspect", "tokenize", "-h", "--help", "--version"}) {
+  for (const char* ok : {"run", "serve", "inspect", "tokenize", "chat-template", "-h", "--help", "--version"}) {
     if (first == ok) return "";
   }
   if (!first.empty() && first[0] == '-') {
@@ -183,8 +208,9 @@ std::string check_subcommand(int argc, char** argv) {
         "option '{}' before the subcommand: write options after it, e.g. snapkv run -m MODEL.gguf -p TEXT",
         snapkv::cli::printable(first));
   }
-  return fmt::format("unknown subcommand '{}' (expected run, serve, inspect or tokenize; see snapkv --help)",
-                     snapkv::cli::printable(first));
+  return fmt::format(
+      "unknown subcommand '{}' (expected run, serve, inspect, tokenize or chat-template; see snapkv --help)",
+      snapkv::cli::printable(first));
 }
 
 // Output that could not be written (disk full, closed stdout) must not end in exit 0. A reader
@@ -235,6 +261,21 @@ int main(int argc, char** argv) {
   tokenize->add_flag("--no-bos", tok_no_bos, "do not add BOS/EOS as the model's metadata asks");
   tokenize->add_flag("--parse-special", tok_opt.parse_special, "recognise special-token texts such as <start_of_turn>");
 
+  snapkv::cli::ChatTemplateCommandOptions ct_opt;
+  bool ct_no_gen = false;
+  auto* chat_tmpl =
+      app.add_subcommand("chat-template", "print the prompt the chat template renders for a conversation");
+  chat_tmpl->add_option("-m,--model", ct_opt.model, kModelHelp)->check(model_check);
+  auto* ct_p = chat_tmpl->add_option_function<std::string>(
+      "-p,--prompt", [&ct_opt](const std::string& t) { ct_opt.prompt = t, ct_opt.prompt_set = true; },
+      "a user message (after --messages, if given)");
+  auto* ct_f = chat_tmpl->add_option("-f,--file", ct_opt.prompt_file, "read the user message from a file")
+                   ->check(snapkv::cli::non_empty("-f FILE"));
+  ct_p->excludes(ct_f);
+  add_chat_flags(*chat_tmpl, ct_opt.chat_flags, false);
+  chat_tmpl->add_flag("--no-generation-prompt", ct_no_gen, "do not open the assistant turn at the end");
+  chat_tmpl->add_flag("--json", ct_opt.json, "JSON: text, n_tokens, ids, template, template_spans");
+
   if (const std::string bad = check_subcommand(argc, argv); !bad.empty()) {
     fmt::print(stderr, "snapkv: error: {}\n", bad);
     return 2;
@@ -256,7 +297,17 @@ int main(int argc, char** argv) {
 
   int rc = 0;
   try {
-    if (*run) rc = snapkv::cli::run_command(run_opt);
+    if (*run) {
+      const auto& c = run_opt.chat_flags;
+      if (!c.system.empty() || !c.messages_file.empty() || !c.template_flag.empty() || !c.tools_file.empty()) {
+        run_opt.chat = true;
+      }
+      rc = snapkv::cli::run_command(run_opt);
+    }
+    if (*chat_tmpl) {
+      ct_opt.chat_flags.add_generation_prompt = !ct_no_gen;
+      rc = snapkv::cli::chat_template_command(ct_opt);
+    }
     if (*serve) rc = snapkv::cli::serve_command(serve_opt);
     if (*inspect) rc = snapkv::cli::inspect_command(inspect_model, inspect_json);
     if (*tokenize) {

@@ -21,34 +21,36 @@
 namespace snapkv::cli {
 namespace {
 
-// The prompt split into the part that is prefilled (and compressed) first and the part
+// The prompt as token ids: the part that is prefilled (and compressed) first and the part
 // appended after compression (only with --question).
-struct PromptParts {
-  std::string context;
-  std::string question;  // empty: no second phase
+struct PromptTokens {
+  std::vector<int32_t> context;
+  std::vector<int32_t> question;  // empty: no second phase
 };
 
-PromptParts build_prompt(const RunOptions& o, const Engine& engine) {
-  if (o.prompt_file.empty() && o.prompt.empty()) throw Error("no prompt: give -p TEXT or -f FILE");
-  std::string text = o.prompt_file.empty() ? o.prompt : read_text_file(o.prompt_file);
-  if (text.empty()) throw Error(fmt::format("prompt file '{}' is empty (-f)", o.prompt_file));
+PromptTokens build_prompt(const RunOptions& o, const Engine& engine) {
+  const Tokenizer& tok = engine.tokenizer();
+  const bool have_text = !o.prompt_file.empty() || !o.prompt.empty();
+  if (!have_text && (!o.chat || o.chat_flags.messages_file.empty())) {
+    throw Error(o.chat ? "no prompt: give -p TEXT, -f FILE or --messages FILE" : "no prompt: give -p TEXT or -f FILE");
+  }
+  std::string text;
+  if (have_text) {
+    text = o.prompt_file.empty() ? o.prompt : read_text_file(o.prompt_file);
+    if (text.empty()) throw Error(fmt::format("prompt file '{}' is empty (-f)", o.prompt_file));
+  }
   if (!o.chat) {
-    if (o.question.empty()) return {text, ""};
-    return {text, "\n\n" + o.question};
+    if (o.question.empty()) return {tok.encode(text, true, false), {}};
+    return {tok.encode(text, true, false), tok.encode("\n\n" + o.question, false, false)};
   }
-  const ChatFormat fmt = engine.chat_format();
-  if (o.question.empty()) {
-    const std::vector<ChatMessage> msgs{{"user", text}};
-    return {format_chat(fmt, msgs, true), ""};
-  }
-  // Context and question share one user turn; split the formatted prompt right after the
-  // context so the turn markers stay where the template puts them.
-  static const std::string marker = "\x1dsnapkv-question\x1d";
-  const std::vector<ChatMessage> msgs{{"user", text + marker + "\n\n" + o.question}};
-  const std::string full = format_chat(fmt, msgs, true);
-  const size_t at = full.find(marker);
-  if (at == std::string::npos) throw Error("internal: chat template lost the question marker");
-  return {full.substr(0, at), full.substr(at + marker.size())};
+  // The model's template (or --chat-template): template text is parsed for special tokens,
+  // message text never is.
+  const ChatTemplate tmpl = load_chat_template(
+      o.chat_flags, [&engine] { return engine.chat_template(); }, tok);
+  const std::string msgs = build_messages(o.chat_flags, have_text ? &text : nullptr);
+  const ChatPrompt p = render_chat_prompt(tmpl, o.chat_flags, msgs, o.question);
+  return {tokenize_chat(tok, p.context, true),
+          o.question.empty() ? std::vector<int32_t>{} : tokenize_chat(tok, p.question, false)};
 }
 
 KVType parse_kv_type(const std::string& s) {
@@ -152,12 +154,10 @@ int run_command(const RunOptions& opt) {
   EngineOptions eo;
   eo.n_threads = o.threads;
   auto engine = Engine::load(model_path, eo);
-  const Tokenizer& tokenizer = engine->tokenizer();
 
-  const PromptParts parts = build_prompt(o, *engine);
-  const std::vector<int32_t> ctx_tokens = tokenizer.encode(parts.context, true, o.chat);
-  const std::vector<int32_t> q_tokens =
-      parts.question.empty() ? std::vector<int32_t>{} : tokenizer.encode(parts.question, false, o.chat);
+  PromptTokens prompt = build_prompt(o, *engine);
+  const std::vector<int32_t> ctx_tokens = std::move(prompt.context);
+  const std::vector<int32_t> q_tokens = std::move(prompt.question);
   if (ctx_tokens.empty()) throw Error("the prompt tokenized to zero tokens");
   const int64_t n_prompt = static_cast<int64_t>(ctx_tokens.size() + q_tokens.size());
   // As before the library learned to keep too-short prompts whole: a ratio that leaves fewer

@@ -60,6 +60,8 @@ const Tokenizer& Engine::tokenizer() const {
 
 ChatFormat Engine::chat_format() const { return detect_chat_format(model_->gguf()); }
 
+ChatTemplate Engine::chat_template() const { return ChatTemplate::from_gguf(model_->gguf(), tokenizer_.get()); }
+
 std::unique_ptr<Sequence> Engine::new_sequence(const SequenceOptions& opt) const {
   if (opt.n_ctx < 0) throw Error(fmt::format("context size (-c) {} must be >= 1 (or 0 for the model's)", opt.n_ctx));
   const int64_t ctx = opt.n_ctx == 0 ? info_.n_ctx_train : opt.n_ctx;

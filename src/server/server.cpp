@@ -42,6 +42,7 @@ struct Shared {
   std::atomic<bool> stopping{false};
   std::shared_ptr<const Engine> engine;
   std::unique_ptr<Scheduler> scheduler;
+  std::unique_ptr<ChatPrompter> chat;
   std::string model_id;
   int64_t n_ctx = 0;
   std::atomic<uint64_t> next_id{1};
@@ -139,7 +140,7 @@ std::shared_ptr<Job> make_job(Shared& sh, const std::string& body, Endpoint ep) 
     job->prompt = engine.tokenizer().encode(job->req.prompt, /*add_special=*/true, /*parse_special=*/false);
   } else {
     try {
-      job->prompt = chat_prompt_tokens(engine, job->req.messages);
+      job->prompt = sh.chat->tokens(job->req.messages);
     } catch (const snapkv::Error& e) {
       throw bad_request("invalid_chat", e.what());
     }
@@ -487,6 +488,8 @@ int run_server(const ServerOptions& opt) {
     sh.n_ctx = opt.scheduler.n_ctx > 0 ? opt.scheduler.n_ctx : sh.engine->info().n_ctx_train;
     sh.model_id =
         sh.engine->info().name.empty() ? std::filesystem::path(opt.model_path).stem().string() : sh.engine->info().name;
+    sh.chat = std::make_unique<ChatPrompter>(*sh.engine);
+    if (!sh.chat->warning().empty()) spdlog::warn("snapkv serve: chat template: {}", sh.chat->warning());
     sh.scheduler = std::make_unique<Scheduler>(sh.engine, opt.scheduler, sh.metrics);
     sh.ready.store(true);
     spdlog::info("snapkv serve: ready ({}, n_ctx {}, KV budget {} bytes)", sh.model_id, sh.n_ctx,

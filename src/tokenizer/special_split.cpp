@@ -50,7 +50,24 @@ SpecialSplitter::SpecialSplitter(const Vocab& v) : vocab_(v) {
 }
 
 std::vector<Fragment> SpecialSplitter::split(std::string_view text, bool parse_special) const {
+  return split_impl(text, parse_special, nullptr);
+}
+
+std::vector<Fragment> SpecialSplitter::split(std::string_view text, std::span<const TextSpan> spans) const {
+  return split_impl(text, true, &spans);
+}
+
+std::vector<Fragment> SpecialSplitter::split_impl(std::string_view text, bool parse_special,
+                                                  const std::span<const TextSpan>* spans) const {
   const size_t n = text.size();
+  // With spans: may a control/unknown token at [b, e) be split out?
+  auto inside_span = [spans](size_t b, size_t e) {
+    const auto it =
+        std::upper_bound(spans->begin(), spans->end(), b, [](size_t x, const TextSpan& s) { return x < s.begin; });
+    if (it == spans->begin()) return false;
+    const TextSpan& s = *(it - 1);
+    return b >= s.begin && e <= s.end;
+  };
   std::vector<Fragment> frags;
   if (n == 0) return frags;
   frags.push_back({false, -1, 0, n});
@@ -95,11 +112,17 @@ std::vector<Fragment> SpecialSplitter::split(std::string_view text, bool parse_s
         next.push_back(fr);
         continue;
       }
+      const bool restricted = spans != nullptr && (attr & (kTokenAttrControl | kTokenAttrUnknown)) != 0;
       size_t off = fr.off;
       size_t end = fr.off + fr.len;
-      while (off < end) {
-        const size_t m = text.substr(0, end).find(tt, off);
+      size_t from = off;
+      while (from < end) {
+        const size_t m = text.substr(0, end).find(tt, from);
         if (m == std::string_view::npos) break;
+        if (restricted && !inside_span(m, m + tt.size())) {
+          from = m + 1;  // data text: not a special token here
+          continue;
+        }
         size_t left_len = m - off;
         if (attr & kTokenAttrLstrip) {
           while (left_len > 0 && ascii_space(text[off + left_len - 1])) --left_len;
@@ -110,6 +133,7 @@ std::vector<Fragment> SpecialSplitter::split(std::string_view text, bool parse_s
         if (attr & kTokenAttrRstrip) {
           while (off < end && ascii_space(text[off])) ++off;
         }
+        from = off;
       }
       if (off < end) next.push_back({false, -1, off, end - off});
     }

@@ -53,11 +53,33 @@ int hex_digit(char c) {
 
 }  // namespace
 
+namespace {
+std::vector<int32_t> encode_fragments(const Tokenizer::Impl& im, std::string_view text, bool add_special,
+                                      const std::vector<tok::Fragment>& frags);
+}  // namespace
+
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
-  const Impl& im = *impl_;
+  return encode_fragments(*impl_, text, add_special, impl_->splitter->split(text, parse_special));
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special,
+                                       std::span<const TextSpan> special_spans) const {
+  for (size_t k = 0; k < special_spans.size(); ++k) {
+    const TextSpan& s = special_spans[k];
+    if (s.begin > s.end || s.end > text.size() || (k > 0 && s.begin < special_spans[k - 1].end)) {
+      throw Error(fmt::format("tokenizer: special span {} [{}, {}) is not sorted, disjoint and inside the text", k,
+                              s.begin, s.end));
+    }
+  }
+  return encode_fragments(*impl_, text, add_special, impl_->splitter->split(text, special_spans));
+}
+
+namespace {
+
+std::vector<int32_t> encode_fragments(const Tokenizer::Impl& im, std::string_view text, bool add_special,
+                                      const std::vector<tok::Fragment>& frags) {
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 2);
-  const std::vector<tok::Fragment> frags = im.splitter->split(text, parse_special);
 
   if (add_special && im.add_bos) out.push_back(im.bos);
   if (im.type == VocabType::SPM) {
@@ -87,6 +109,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
   if (add_special && im.add_eos) out.push_back(im.eos);
   return out;
 }
+
+}  // namespace
 
 std::string Tokenizer::token_to_piece(int32_t id, bool render_special) const {
   const Impl& im = *impl_;

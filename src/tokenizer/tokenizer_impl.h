@@ -80,12 +80,17 @@ class SpecialSplitter {
   explicit SpecialSplitter(const Vocab& v);
   /// parse_special=false: only user-defined tokens (no control/unknown attribute) are split out.
   std::vector<Fragment> split(std::string_view text, bool parse_special) const;
+  /// Control/unknown tokens split out only inside `spans` (sorted, disjoint); user-defined ones
+  /// anywhere.
+  std::vector<Fragment> split(std::string_view text, std::span<const TextSpan> spans) const;
 
  private:
   struct Node {
     std::vector<std::pair<uint8_t, int32_t>> next;  ///< (byte, node index), unsorted
     int32_t rank = -1;                              ///< token ending here, by priority rank
   };
+  std::vector<Fragment> split_impl(std::string_view text, bool parse_special,
+                                   const std::span<const TextSpan>* spans) const;
   const Vocab& vocab_;
   std::vector<Node> nodes_;
   std::vector<int32_t> order_;  ///< priority rank -> token id

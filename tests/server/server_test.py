@@ -237,6 +237,7 @@ def case_openai(binary):
                                            max_tokens=8, temperature=0)
         check(r.choices[0].message.content == want["text"], f"chat {r.choices[0].message.content!r} != CLI {want['text']!r}")
         check(r.choices[0].message.role == "assistant", "role")
+        check(r.usage.prompt_tokens == want["n_prompt_tokens"], f"chat prompt {r.usage.prompt_tokens} tokens, CLI {want['n_prompt_tokens']}")
         chunks = list(client.chat.completions.create(model="smollm2", messages=[{"role": "user", "content": question}],
                                                      max_tokens=8, temperature=0, stream=True))
         text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
@@ -246,12 +247,15 @@ def case_openai(binary):
         want = cli_greedy(binary, SMOLLM2, "The capital of France is", 8)
         r = client.completions.create(model="smollm2", prompt="The capital of France is", max_tokens=8, temperature=0)
         check(r.choices[0].text == want["text"], f"completion {r.choices[0].text!r} != CLI {want['text']!r}")
-        # Special-token text in user content stays text.
-        inj = client.chat.completions.create(model="smollm2", messages=[{"role": "user", "content": "<|im_end|>"}],
-                                             max_tokens=1, temperature=0)
-        status, _, tok = srv.post("/tokenize", {"content": "<|im_end|>"})
-        check(status == 200 and len(tok["tokens"]) > 1, f"/tokenize parses special tokens: {tok}")
-        check(inj.usage.prompt_tokens > 10, f"prompt tokens {inj.usage.prompt_tokens}")
+        # Special-token text in user content stays text: the prompt holds its plain-text tokens.
+        def chat_prompt_tokens(content):
+            return client.chat.completions.create(model="smollm2", messages=[{"role": "user", "content": content}],
+                                                  max_tokens=1, temperature=0).usage.prompt_tokens
+        n_plain = len(srv.post("/tokenize", {"content": "<|im_end|>"})[2]["tokens"])
+        n_a = len(srv.post("/tokenize", {"content": "a"})[2]["tokens"])
+        check(n_plain > 1, f"/tokenize parsed the special token: {n_plain} token")
+        check(chat_prompt_tokens("<|im_end|>") == chat_prompt_tokens("a") - n_a + n_plain,
+              "special-token text in a message was parsed as a control token")
     finally:
         rc = srv.stop()
     check(rc == 0, f"exit status {rc} after SIGTERM")

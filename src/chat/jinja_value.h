@@ -1,0 +1,142 @@
+// snapkv chat templates: the values a Jinja template computes with (Python's types as jinja2 sees
+// them: None, bool, int, float, str, list, dict, callables), and strings that remember which of
+// their bytes came from data (messages, tools) rather than from the template's own text.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace snapkv::jinja {
+
+/// Byte range [begin, end).
+struct Range {
+  size_t begin = 0;
+  size_t end = 0;
+};
+
+/// A string plus the byte ranges of it that are data (came from the caller's messages or tools).
+/// The rest was written by the template itself. Special-token texts are recognised only outside
+/// the data ranges, so user content cannot inject them. Ranges are sorted, disjoint and never
+/// adjacent (merged).
+class Str {
+ public:
+  Str() = default;
+  explicit Str(std::string s, bool data = false);
+
+  const std::string& text() const { return s_; }
+  const std::vector<Range>& data_ranges() const { return data_; }
+  bool has_data() const { return !data_.empty(); }
+  size_t size() const { return s_.size(); }
+
+  void append(const Str& o);
+  void append_text(std::string_view s);  ///< template text
+  void append_data(std::string_view s);  ///< data
+  /// Bytes [pos, pos + n) with their ranges.
+  Str substr(size_t pos, size_t n) const;
+  /// Marks every byte as data.
+  void mark_all_data();
+  /// This string `times` times over (ranges repeated).
+  Str repeat(size_t times) const;
+
+ private:
+  void add_range(size_t b, size_t e);
+  std::string s_;
+  std::vector<Range> data_;
+};
+
+struct Value;
+using Array = std::vector<Value>;
+
+/// A dict in insertion order (Python 3.7+ dicts; tojson keeps the order).
+struct Object {
+  std::vector<std::pair<std::string, Value>> items;
+  const Value* find(std::string_view key) const;
+  Value* find(std::string_view key);
+  void set(const std::string& key, Value v);
+};
+
+struct CallArgs;
+class Evaluator;
+
+/// A callable: a built-in function (range, namespace, raise_exception, ...), a bound method or a
+/// macro.
+struct Function {
+  std::string name;
+  std::function<Value(Evaluator&, CallArgs&)> fn;
+};
+
+struct Value {
+  enum class Kind { Undefined, None, Bool, Int, Float, String, List, Dict, Function };
+
+  Kind kind = Kind::Undefined;
+  bool b = false;
+  int64_t i = 0;
+  double f = 0;
+  std::shared_ptr<const Str> s;
+  std::shared_ptr<const Array> a;
+  std::shared_ptr<Object> o;  ///< mutable only for namespace() objects
+  std::shared_ptr<const Function> fn;
+  bool is_namespace = false;
+  bool is_tuple = false;
+  std::string undefined_name;  ///< for "'x' is undefined" messages
+
+  static Value undefined(std::string name = {});
+  static Value none();
+  static Value boolean(bool v);
+  static Value integer(int64_t v);
+  static Value real(double v);
+  static Value string(Str v);
+  static Value text(std::string v);  ///< template text
+  static Value data(std::string v);  ///< a string from the caller's data
+  static Value array(Array v, bool tuple = false);
+  static Value object(Object v);
+  static Value function(std::string name, std::function<Value(Evaluator&, CallArgs&)> fn);
+
+  bool is_undefined() const { return kind == Kind::Undefined; }
+  bool is_none() const { return kind == Kind::None; }
+  bool is_string() const { return kind == Kind::String; }
+  bool is_number() const { return kind == Kind::Int || kind == Kind::Float || kind == Kind::Bool; }
+  bool is_array() const { return kind == Kind::List; }
+  bool is_object() const { return kind == Kind::Dict; }
+  bool is_function() const { return kind == Kind::Function; }
+  const std::string& str() const { return s->text(); }  ///< only for strings
+  double as_double() const;                             ///< numbers only
+  bool truthy() const;
+};
+
+/// Positional and keyword arguments of a call.
+struct CallArgs {
+  std::vector<Value> pos;
+  std::vector<std::pair<std::string, Value>> kw;
+  /// The argument `name` at position `index` or as keyword; nullptr if not given.
+  const Value* get(size_t index, std::string_view name) const;
+};
+
+/// Python's type name of the value ("str", "int", "list", "dict", "NoneType", ...).
+const char* type_name(const Value& v);
+
+/// Python's str(v) as jinja2 prints it: None -> "None", True -> "True", floats as repr(),
+/// lists and dicts as repr(); undefined -> "". Strings keep their data ranges; every other
+/// result derived from a container is marked data as a whole.
+Str to_str(const Value& v);
+/// Python's repr(v) (strings quoted).
+std::string repr(const Value& v);
+/// Python's repr of a float (shortest round-trip digits: 1.0, 0.1, 1e+16, inf, nan).
+std::string float_repr(double d);
+
+/// Python's ==.
+bool equals(const Value& a, const Value& b);
+
+/// Code points of UTF-8 text as byte offsets: result[k] is where code point k starts;
+/// result.back() == s.size(). Invalid bytes count as one code point each.
+std::vector<size_t> code_point_offsets(std::string_view s);
+/// Number of code points, counted as code_point_offsets() does.
+size_t code_point_count(std::string_view s);
+
+}  // namespace snapkv::jinja

@@ -1,0 +1,162 @@
+// Bad templates fail with a clear error naming the template position, within bounded time and
+// memory; truncated real templates never crash the parser or renderer.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <random>
+
+#include "chat_test_util.h"
+#include "snapkv/chat_template.h"
+
+namespace snapkv::test {
+namespace {
+
+const std::vector<ChatMessage> kUser{{"user", "Hi"}};
+
+std::string parse_error(const std::string& src) {
+  return error_of([&] { ChatTemplate::parse(src, "t"); });
+}
+
+std::string render_error(const std::string& src, const ChatTemplateOptions& opt = {}) {
+  return error_of([&] { ChatTemplate::parse(src, "t").render(kUser, opt); });
+}
+
+TEST(ChatErrors, SyntaxErrorsNameLineAndColumn) {
+  EXPECT_EQ(parse_error("{% for m in messages %}x"),
+            "t:1:25: unclosed 'for' block (opened at 1:1): expected '{% endfor %}' before the end of the template");
+  EXPECT_EQ(parse_error("a\n{% if x %}b{% else %}c"),
+            "t:2:23: unclosed 'if' block (opened at 2:1): expected '{% endif %}' before the end of the template");
+  EXPECT_EQ(parse_error("{{ messages | frobnicate }}"), "t:1:15: unknown filter 'frobnicate'");
+  EXPECT_EQ(parse_error("{% if x is shiny %}{% endif %}"), "t:1:12: unknown test 'shiny'");
+  EXPECT_EQ(parse_error("x {{ 1 +  }}"), "t:1:11: expected an expression, found '}}'");
+  EXPECT_EQ(parse_error("{{ 'abc }}"), "t:1:4: unterminated string literal");
+  EXPECT_EQ(parse_error("{# never closed"), "t:1:1: unterminated comment: '{#' without '#}'");
+  EXPECT_EQ(parse_error("{{ x"), "t:1:1: unterminated '{{' without '}}'");
+  EXPECT_EQ(parse_error("{% endfor %}"), "t:1:4: unexpected '{% endfor %}' (no open block it could close)");
+  EXPECT_EQ(parse_error("{% include 'x' %}"), "t:1:4: the 'include' statement is not supported in chat templates");
+  EXPECT_EQ(parse_error("{% for x in y recursive %}{% endfor %}"), "t:1:15: recursive for loops are not supported");
+  EXPECT_EQ(parse_error("{% break %}"), "t:1:4: 'break' outside a for loop");
+  EXPECT_EQ(parse_error("{{ a < b < c }}"), "t:1:10: chained comparisons are not supported; use 'and'");
+  // An unknown filter is an error even in a branch that is never taken.
+  EXPECT_NE(parse_error("{% if false %}{{ x | nope }}{% endif %}"), "");
+}
+
+TEST(ChatErrors, RenderErrorsNameThePosition) {
+  EXPECT_EQ(render_error("\n  {{ nothing.attr }}"), "t:2:13: 'nothing' is undefined");
+  EXPECT_EQ(render_error("{{ 'a' + 1 }}"), "t:1:8: can only concatenate str (not \"int\") to str");
+  EXPECT_EQ(render_error("{{ 1 / 0 }}"), "t:1:6: division by zero");
+  EXPECT_EQ(render_error("{{ messages[0].content.nope() }}"), "t:1:23: str has no supported method 'nope'");
+  EXPECT_EQ(render_error("{{ raise_exception('Bad role: ' ~ messages[0].role) }}"),
+            "t:1:19: the template raised an error: Bad role: user");
+  EXPECT_EQ(render_error("{{ [1].append(2) }}"),
+            "t:1:7: list.append() would modify a value; templates are sandboxed as in HF (use + or namespace())");
+  EXPECT_EQ(render_error("{{ 9223372036854775807 + 1 }}"), "t:1:24: integer overflow in '+'");
+  EXPECT_EQ(render_error("{{ none | length }}"), "t:1:11: object of type 'NoneType' has no len()");
+  EXPECT_EQ(render_error("{% for c in 5 %}{% endfor %}"), "t:1:13: 'int' object is not iterable");
+}
+
+TEST(ChatErrors, ReferenceCyclesDoNotLeak) {
+  // Under LeakSanitizer these would be reported: a macro in the scope it closes over, a
+  // namespace that holds itself, a namespace holding a macro and the loop object.
+  const ChatTemplate t = ChatTemplate::parse(
+      "{% macro m(x) %}[{{ x }}]{% endmacro %}{% set ns = namespace(me=none, f=none, l=none) %}"
+      "{% set ns.me = ns %}{% set ns.f = m %}{% for i in [1] %}{% set ns.l = loop %}{% endfor %}"
+      "{{ ns.f(ns.me.l.index) }}{{ m('a') }}",
+      "t");
+  EXPECT_EQ(t.render(kUser).text, "[1][a]");
+  EXPECT_EQ(render_error("{% set ns = namespace(f=none) %}{% for i in [1] %}{% macro m() %}x{% endmacro %}"
+                         "{% set ns.f = m %}{% endfor %}{{ ns.f() }}"),
+            "t:1:118: macro 'm' called after the block it was defined in ended");
+}
+
+TEST(ChatErrors, LimitsStopHostileTemplatesQuickly) {
+  const auto t0 = std::chrono::steady_clock::now();
+  ChatTemplateOptions small;
+  small.max_loop_iterations = 10'000;
+  EXPECT_EQ(render_error("{% for i in range(100) %}{% for j in range(1000) %}{% endfor %}{% endfor %}", small),
+            "t:1:43: more than 10000 loop iterations in one render (limit)");
+  // The default limit (1M iterations) also ends an endless-looking loop.
+  EXPECT_NE(render_error("{% for i in range(1000) %}{% for j in range(1000) %}{% for k in range(1000) %}"
+                         "{% endfor %}{% endfor %}{% endfor %}")
+                .find("loop iterations"),
+            std::string::npos);
+  EXPECT_NE(render_error("{{ range(1000000000) | length }}").find("exceeds the limit"), std::string::npos);
+  ChatTemplateOptions out_limit;
+  out_limit.max_output_bytes = 1 << 16;
+  EXPECT_NE(render_error("{% for i in range(100000) %}0123456789{% endfor %}", out_limit).find("exceeds the limit"),
+            std::string::npos);
+  EXPECT_NE(render_error("{{ 'x' * 100000000000 }}").find("exceeds the limit"), std::string::npos);
+  // String doubling in a namespace: caught by the size limit, not by memory.
+  EXPECT_NE(render_error("{% set ns = namespace(s='ab') %}{% for i in range(64) %}{% set ns.s = ns.s + ns.s %}"
+                         "{% endfor %}")
+                .find("exceeds the limit"),
+            std::string::npos);
+  EXPECT_NE(render_error("{% set ns = namespace(l=[1]) %}{% for i in range(64) %}{% set ns.l = ns.l + ns.l %}"
+                         "{% endfor %}")
+                .find("exceeds the limit"),
+            std::string::npos);
+  // Repeating work on a large value: stopped by the work budget (1 GiB of string work).
+  ChatTemplateOptions work;
+  work.max_work_bytes = 64 << 20;
+  EXPECT_EQ(
+      render_error("{% set big = 'x' * 1000000 %}{% for i in range(100000) %}{{ big | length }}{% endfor %}", work),
+      "t:1:67: the template does more than 67108864 bytes of string and list work in one render (limit)");
+  EXPECT_NE(render_error("{% for i in range(100000) %}{% set s = 'x' * 1000000 %}{% endfor %}", work).find("(limit)"),
+            std::string::npos);
+  // The default budget (1 GiB) ends the same loop on a 20 MB string.
+  EXPECT_NE(render_error("{% set big = 'x' * 20000000 %}{% for i in range(100000) %}{{ big is string }}{% endfor %}")
+                .find("1073741824 bytes of string and list work"),
+            std::string::npos);
+  EXPECT_NE(render_error("{{ 'abc'.split('') }}").find("empty separator"), std::string::npos);
+  // Unbounded recursion of a macro.
+  EXPECT_EQ(render_error("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"),
+            "t:1:21: macro calls nest deeper than 64 (limit)");
+  // Deep nesting in the source: an error, not a stack overflow.
+  EXPECT_NE(parse_error("{{ " + std::string(100000, '(') + "1" + std::string(100000, ')') + " }}").find("nests deeper"),
+            std::string::npos);
+  std::string sum = "{{ 1";
+  for (int i = 0; i < 100000; ++i) sum += " + 1";
+  EXPECT_NE(parse_error(sum + " }}").find("expression nests deeper than 200 levels"), std::string::npos);
+  std::string filters = "{{ x";
+  for (int i = 0; i < 100000; ++i) filters += "|trim";
+  EXPECT_NE(parse_error(filters + " }}").find("expression nests deeper"), std::string::npos);
+  std::string conds = "{{ 1";
+  for (int i = 0; i < 100000; ++i) conds += " if 1";
+  EXPECT_NE(parse_error(conds + " }}").find("expression nests deeper"), std::string::npos);
+  EXPECT_EQ(ChatTemplate::parse("{{ 1" + std::string(" + 1").append(std::string()) + " }}").render(kUser).text, "2");
+  std::string ifs;
+  for (int i = 0; i < 5000; ++i) ifs += "{% if true %}";
+  EXPECT_NE(parse_error(ifs).find("nests deeper"), std::string::npos);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(secs, 60.0);  // seconds under ASan; well under one in a Release build
+}
+
+TEST(ChatErrors, TruncatedAndMutatedTemplatesNeverCrash) {
+  std::mt19937 rng(12345);
+  const std::vector<ChatMessage> conv{{"system", "S"}, {"user", "Hi"}, {"assistant", "Yo"}, {"user", "X"}};
+  int parsed = 0;
+  int failed = 0;
+  for (const char* name : {"smollm2", "qwen25_tools", "llama3", "deepseek", "features", "builtin_gemma"}) {
+    const std::string src = chat_template_file(name);
+    for (int k = 0; k < 60; ++k) {
+      std::string s = src.substr(0, std::uniform_int_distribution<size_t>(0, src.size())(rng));
+      if (k % 3 == 1 && !s.empty())
+        s[std::uniform_int_distribution<size_t>(0, s.size() - 1)(rng)] = "{}%#()[]'\"|-"[k % 12];
+      try {
+        const ChatTemplate t = ChatTemplate::parse(s, name);
+        ++parsed;
+        ChatTemplateOptions opt;
+        opt.tools_json = R"([{"type": "function", "function": {"name": "f"}}])";
+        t.render(conv, opt);
+      } catch (const Error& e) {
+        ++failed;
+        EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+      }
+    }
+  }
+  EXPECT_GT(parsed, 10);
+  EXPECT_GT(failed, 10);
+}
+
+}  // namespace
+}  // namespace snapkv::test
