@@ -612,12 +612,17 @@ Value Evaluator::eval_binary(const Expr& e) {
     const Value* seq = l.is_string() || l.is_array() ? &l : (r.is_string() || r.is_array() ? &r : nullptr);
     const Value* cnt = seq == &l ? &r : &l;
     if (seq != nullptr && is_intlike(*cnt)) {
-      const int64_t times = std::max<int64_t>(0, to_int(*cnt));
+      const bool empty = seq->is_string() ? seq->s->size() == 0 : seq->a->empty();
+      const int64_t times = empty ? 0 : std::max<int64_t>(0, to_int(*cnt));  // "" * 10**18 is no loop
+      auto total = [&](size_t n) {  // n * times, saturated (a wrapped product would pass the check)
+        size_t prod = 0;
+        return __builtin_mul_overflow(n, static_cast<size_t>(times), &prod) ? std::numeric_limits<size_t>::max() : prod;
+      };
       if (seq->is_string()) {
-        if (times > 0) check_bytes(seq->s->size() * static_cast<size_t>(std::min<int64_t>(times, int64_t{1} << 40)));
+        check_bytes(total(seq->s->size()));
         return Value::string(seq->s->repeat(static_cast<size_t>(times)));
       }
-      if (times > 0) check_items(seq->a->size() * static_cast<size_t>(std::min<int64_t>(times, int64_t{1} << 40)));
+      check_items(total(seq->a->size()));
       Array out;
       for (int64_t k = 0; k < times; ++k) out.insert(out.end(), seq->a->begin(), seq->a->end());
       return Value::array(std::move(out));

@@ -131,6 +131,19 @@ TEST(ChatErrors, LimitsStopHostileTemplatesQuickly) {
   EXPECT_LT(secs, 60.0);  // seconds under ASan; well under one in a Release build
 }
 
+TEST(ChatErrors, RepeatSizesDoNotWrapOrLoop) {
+  const auto t0 = std::chrono::steady_clock::now();
+  // 2^24 bytes * 2^40 wraps to 0 in 64 bits: still over the limit, not a 2^64-byte string.
+  EXPECT_NE(render_error("{{ (('x' * 16777216) * 1099511627776) | length }}").find("exceeds the limit"),
+            std::string::npos);
+  // Empty sequences repeated a huge number of times: empty, at once.
+  EXPECT_EQ(ChatTemplate::parse("{{ '' * 9223372036854775807 }}|{{ ([] * 9223372036854775807) | length }}", "t")
+                .render(kUser)
+                .text,
+            "|0");
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
+}
+
 TEST(ChatErrors, TruncatedAndMutatedTemplatesNeverCrash) {
   std::mt19937 rng(12345);
   const std::vector<ChatMessage> conv{{"system", "S"}, {"user", "Hi"}, {"assistant", "Yo"}, {"user", "X"}};
