@@ -144,6 +144,15 @@ TEST(ChatErrors, RepeatSizesDoNotWrapOrLoop) {
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
 }
 
+TEST(ChatErrors, UniqueOfALongListIsBounded) {
+  const auto t0 = std::chrono::steady_clock::now();
+  // unique compares each item with the distinct ones so far: 10^6 distinct items would be
+  // 5 * 10^11 comparisons; the work limit ends it.
+  EXPECT_NE(render_error("{{ range(1000000) | unique | length }}").find("(limit)"), std::string::npos);
+  EXPECT_EQ(ChatTemplate::parse("{{ ([1, 2] * 500000) | unique | list }}", "t").render(kUser).text, "[1, 2]");
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 20.0);
+}
+
 TEST(ChatErrors, TruncatedAndMutatedTemplatesNeverCrash) {
   std::mt19937 rng(12345);
   const std::vector<ChatMessage> conv{{"system", "S"}, {"user", "Hi"}, {"assistant", "Yo"}, {"user", "X"}};
