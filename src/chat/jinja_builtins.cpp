@@ -55,6 +55,7 @@ std::vector<Value> iterate(Evaluator& ev, const Value& v, const char* what) {
     case Value::Kind::String: {
       std::vector<Value> out;
       const std::vector<size_t> cp = code_point_offsets(v.str());
+      ev.check_items(cp.size() - 1);  // one value per character: bound the memory before building them
       for (size_t k = 0; k + 1 < cp.size(); ++k) out.push_back(Value::string(v.s->substr(cp[k], cp[k + 1] - cp[k])));
       return out;
     }

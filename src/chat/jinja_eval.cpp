@@ -195,6 +195,7 @@ void Evaluator::exec_for(const Node& n, Str& out) {
       break;
     case Value::Kind::String: {
       const std::vector<size_t> cp = code_point_offsets(seq.str());
+      check_items(cp.size() - 1);  // one value per character: bound the memory before building them
       for (size_t k = 0; k + 1 < cp.size(); ++k)
         items.push_back(Value::string(seq.s->substr(cp[k], cp[k + 1] - cp[k])));
       break;

@@ -153,6 +153,20 @@ TEST(ChatErrors, UniqueOfALongListIsBounded) {
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 20.0);
 }
 
+TEST(ChatErrors, IteratingALongStringIsBounded) {
+  // One value per character, built before the loop runs: a 60 MB string would be ~10 GB of
+  // values. The list limit (10^6 items) applies first.
+  EXPECT_NE(
+      render_error("{% set s = 'x' * 60000000 %}{% for c in s %}{% break %}{% endfor %}").find("exceeds the limit"),
+      std::string::npos);
+  EXPECT_NE(render_error("{{ ('x' * 60000000) | list | length }}").find("exceeds the limit"), std::string::npos);
+  EXPECT_NE(render_error("{{ ('x' * 60000000) | join('-') | length }}").find("exceeds the limit"), std::string::npos);
+  EXPECT_EQ(ChatTemplate::parse("{% for c in 'aé' %}[{{ c }}]{% endfor %}{{ 'xyz' | list | join('-') }}", "t")
+                .render(kUser)
+                .text,
+            "[a][é]x-y-z");
+}
+
 TEST(ChatErrors, TruncatedAndMutatedTemplatesNeverCrash) {
   std::mt19937 rng(12345);
   const std::vector<ChatMessage> conv{{"system", "S"}, {"user", "Hi"}, {"assistant", "Yo"}, {"user", "X"}};
