@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -44,7 +45,10 @@ Str Str::substr(size_t pos, size_t n) const {
   n = std::min(n, s_.size() - pos);
   out.s_ = s_.substr(pos, n);
   const size_t end = pos + n;
-  for (const Range& r : data_) {
+  // Only the ranges that overlap [pos, end): a string of many ranges is sliced in O(log ranges).
+  auto it = std::upper_bound(data_.begin(), data_.end(), pos, [](size_t p, const Range& r) { return p < r.end; });
+  for (; it != data_.end() && it->begin < end; ++it) {
+    const Range& r = *it;
     const size_t b = std::max(r.begin, pos);
     const size_t e = std::min(r.end, end);
     if (b < e) out.add_range(b - pos, e - pos);
