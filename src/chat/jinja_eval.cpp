@@ -361,6 +361,7 @@ Value Evaluator::eval_item(const Value& obj, const Value& key) {
       if (idx < 0 || idx >= n) return Value::undefined(fmt::format("list index {} out of range", to_int(key)));
       return (*obj.a)[static_cast<size_t>(idx)];
     }
+    charge(obj);  // code points are counted over the whole string
     const std::vector<size_t> cp = code_point_offsets(obj.str());
     const auto n = static_cast<int64_t>(cp.size()) - 1;
     if (idx < 0) idx += n;
@@ -393,6 +394,7 @@ Value Evaluator::eval_slice(const Expr& e) {
   if (obj.is_array()) {
     n = static_cast<int64_t>(obj.a->size());
   } else if (obj.is_string()) {
+    charge(obj);  // code points are counted over the whole string
     cp = code_point_offsets(obj.str());
     n = static_cast<int64_t>(cp.size()) - 1;
   } else {

@@ -183,6 +183,22 @@ TEST(ChatErrors, IteratingAStringOfManyDataRangesIsFast) {
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 20.0);
 }
 
+TEST(ChatErrors, IndexingALargeStringIsCharged) {
+  // s[k] and s[a:b] count code points over the whole string: 1 MB each time, 10^6 times, was
+  // uncharged work (10^12 bytes, hours with a 10 MB string). The work limit ends it.
+  const auto t0 = std::chrono::steady_clock::now();
+  ChatTemplateOptions work;
+  work.max_work_bytes = 64 << 20;
+  EXPECT_NE(render_error("{% set s = 'x' * 1000000 %}{% for i in range(1000000) %}{% set c = s[5] %}{% endfor %}", work)
+                .find("(limit)"),
+            std::string::npos);
+  EXPECT_NE(
+      render_error("{% set s = 'x' * 1000000 %}{% for i in range(1000000) %}{% set c = s[5:7] %}{% endfor %}", work)
+          .find("(limit)"),
+      std::string::npos);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 20.0);
+}
+
 TEST(ChatErrors, TruncatedAndMutatedTemplatesNeverCrash) {
   std::mt19937 rng(12345);
   const std::vector<ChatMessage> conv{{"system", "S"}, {"user", "Hi"}, {"assistant", "Yo"}, {"user", "X"}};
