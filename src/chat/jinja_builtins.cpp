@@ -191,6 +191,9 @@ Value f_items(Evaluator& ev, const Value& v, CallArgs&) {
 
 Value f_string(Evaluator&, const Value& v, CallArgs&) { return Value::string(to_str(v)); }
 
+// strtod reads C99 hex floats ("0x1A" = 26.0); Python's float() does not.
+bool is_hex_float(const std::string& s) { return s.find_first_of("xX") != std::string::npos; }
+
 Value f_int(Evaluator& ev, const Value& v, CallArgs& a) {
   const int64_t dflt = int_arg(ev, a, 0, "default", 0);
   if (v.kind == Value::Kind::Int) return v;
@@ -204,7 +207,7 @@ Value f_int(Evaluator& ev, const Value& v, CallArgs& a) {
     const long long x = std::strtoll(s.c_str(), &end, 10);
     if (!s.empty() && *end == '\0' && errno == 0) return Value::integer(x);
     const double d = std::strtod(s.c_str(), &end);
-    if (!s.empty() && *end == '\0' && std::isfinite(d) && std::fabs(d) < 9e18) {
+    if (!s.empty() && *end == '\0' && !is_hex_float(s) && std::isfinite(d) && std::fabs(d) < 9e18) {
       return Value::integer(static_cast<int64_t>(d));
     }
   }
@@ -219,7 +222,7 @@ Value f_float(Evaluator& ev, const Value& v, CallArgs& a) {
     const std::string s = py_strip(*v.s, StripSide::Both, nullptr).text();
     char* end = nullptr;
     const double x = std::strtod(s.c_str(), &end);
-    if (!s.empty() && *end == '\0') return Value::real(x);
+    if (!s.empty() && *end == '\0' && !is_hex_float(s)) return Value::real(x);
   }
   (void)ev;
   return dflt;
