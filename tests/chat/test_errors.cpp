@@ -199,6 +199,27 @@ TEST(ChatErrors, IndexingALargeStringIsCharged) {
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 20.0);
 }
 
+TEST(ChatErrors, JsonObjectsWithVeryManyKeysAreAnError) {
+  // ordered_json finds each key by a scan: 200,000 keys in one message took minutes to parse.
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string msgs = R"([{"role": "user", "content": "Hi")";
+  for (int k = 0; k < 200000; ++k) msgs += ", \"k" + std::to_string(k) + "\": 0";
+  msgs += "}]";
+  const ChatTemplate t = ChatTemplate::parse("{{ messages[0].content }}", "t");
+  EXPECT_NE(error_of([&] { t.render_json(msgs); }).find("chat: the messages: a JSON object has more than 1000 keys"),
+            std::string::npos);
+  ChatTemplateOptions opt;
+  opt.tools_json = R"([{"type": "function", "function": {"name": "f", "parameters": {)";
+  for (int k = 0; k < 200000; ++k) opt.tools_json += (k ? ", \"p" : "\"p") + std::to_string(k) + "\": 0";
+  opt.tools_json += "}}}]";
+  EXPECT_NE(error_of([&] { t.render(kUser, opt); }).find("more than 1000 keys"), std::string::npos);
+  // 1000 keys are fine.
+  std::string ok = R"([{"role": "user", "content": "Hi")";
+  for (int k = 0; k < 998; ++k) ok += ", \"k" + std::to_string(k) + "\": 0";
+  EXPECT_EQ(t.render_json(ok + "}]").text, "Hi");
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 20.0);
+}
+
 TEST(ChatErrors, TruncatedAndMutatedTemplatesNeverCrash) {
   std::mt19937 rng(12345);
   const std::vector<ChatMessage> conv{{"system", "S"}, {"user", "Hi"}, {"assistant", "Yo"}, {"user", "X"}};

@@ -134,9 +134,13 @@ TEST(CliChat, DeepOrNonUtf8MessagesAreOneClearError) {
       write_temp("deep.json", "[{\"role\": \"user\", \"content\": \"Hi\", \"x\": " + std::string(200000, '[') +
                                   std::string(200000, ']') + "}]");
   const fs::path latin1 = write_temp("latin1.txt", "caf\xe9");
+  std::string wide = R"([{"role": "user", "content": "Hi")";
+  for (int k = 0; k < 200000; ++k) wide += ", \"k" + std::to_string(k) + "\": 0";
+  const fs::path many_keys = write_temp("keys.json", wide + "}]");  // took minutes: a quadratic parse
   const std::string m = smollm2_path().string();
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"chat-template", "-m", m, "--messages", deep.string()}, "nests deeper than 128 levels"},
+      {{"chat-template", "-m", m, "--messages", many_keys.string()}, "JSON object with more than 1000 keys"},
       {{"chat-template", "-m", m, "-f", latin1.string()}, "must be UTF-8"},
       {{"chat-template", "-m", m, "-p", "x", "--system", "b\xfe"}, "must be UTF-8"},
   };
@@ -148,6 +152,7 @@ TEST(CliChat, DeepOrNonUtf8MessagesAreOneClearError) {
   }
   fs::remove(deep);
   fs::remove(latin1);
+  fs::remove(many_keys);
 }
 
 TEST(CliChat, GemmaFallsBackToTheBuiltinTemplateWithAWarning) {
