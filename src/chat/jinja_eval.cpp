@@ -16,6 +16,8 @@ namespace snapkv::jinja {
 
 namespace {
 
+constexpr int kMaxValueDepth = 512;  // JSON data nests at most 128 deep, an expression 200
+
 int64_t to_int(const Value& v) { return v.kind == Value::Kind::Bool ? (v.b ? 1 : 0) : v.i; }
 bool is_intlike(const Value& v) { return v.kind == Value::Kind::Int || v.kind == Value::Kind::Bool; }
 
@@ -143,6 +145,8 @@ Evaluator::Flow Evaluator::exec_node(const Node& n, Str& out) {
         if (!ns.is_object() || !ns.is_namespace) {
           fail(fmt::format("cannot set attribute '{}' of '{}': it is not a namespace()", n.attr, n.text));
         }
+        // A loop that wraps the value each time (set ns.l = [ns.l]) would nest it without bound.
+        if (v.depth > kMaxValueDepth) fail(fmt::format("a value nests deeper than {} lists or dicts", kMaxValueDepth));
         ns.o->set(n.attr, std::move(v));
       } else if (n.targets.size() == 1) {
         assign(n.targets[0], std::move(v));

@@ -155,6 +155,7 @@ Value Value::data(std::string x) { return string(Str(std::move(x), true)); }
 Value Value::array(Array x, bool tuple) {
   Value v;
   v.kind = Kind::List;
+  for (const Value& e : x) v.depth = std::max(v.depth, e.depth + 1);
   v.a = std::make_shared<const Array>(std::move(x));
   v.is_tuple = tuple;
   return v;
@@ -163,6 +164,7 @@ Value Value::array(Array x, bool tuple) {
 Value Value::object(Object x) {
   Value v;
   v.kind = Kind::Dict;
+  for (const auto& kv : x.items) v.depth = std::max(v.depth, kv.second.depth + 1);
   v.o = std::make_shared<Object>(std::move(x));
   return v;
 }

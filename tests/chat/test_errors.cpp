@@ -220,6 +220,23 @@ TEST(ChatErrors, JsonObjectsWithVeryManyKeysAreAnError) {
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 20.0);
 }
 
+TEST(ChatErrors, ValuesNestedByALoopAreBounded) {
+  // 200,000 nested lists: a stack overflow (SIGSEGV) when printed, compared or destroyed.
+  EXPECT_EQ(render_error("{% set ns = namespace(l=[]) %}{% for i in range(200000) %}{% set ns.l = [ns.l] %}"
+                         "{% endfor %}{{ ns.l }}"),
+            "t:1:59: a value nests deeper than 512 lists or dicts");
+  EXPECT_NE(render_error("{% set ns = namespace(d={}) %}{% for i in range(200000) %}{% set ns.d = {'k': ns.d} %}"
+                         "{% endfor %}")
+                .find("nests deeper than 512"),
+            std::string::npos);
+  EXPECT_EQ(ChatTemplate::parse("{% set ns = namespace(l=[]) %}{% for i in range(3) %}{% set ns.l = [ns.l] %}"
+                                "{% endfor %}{{ ns.l }}",
+                                "t")
+                .render(kUser)
+                .text,
+            "[[[[]]]]");
+}
+
 TEST(ChatErrors, TruncatedAndMutatedTemplatesNeverCrash) {
   std::mt19937 rng(12345);
   const std::vector<ChatMessage> conv{{"system", "S"}, {"user", "Hi"}, {"assistant", "Yo"}, {"user", "X"}};
