@@ -106,6 +106,8 @@ Value Evaluator::lookup(const std::string& name) const {
 
 void Evaluator::assign(const std::string& name, Value v) {
   if (name == "loop") fail("cannot assign to 'loop'");
+  // Many statements in a row (set x = [x]) would nest a value without bound.
+  if (v.depth > kMaxValueDepth) fail(fmt::format("a value nests deeper than {} lists or dicts", kMaxValueDepth));
   scope_->vars[name] = std::move(v);
 }
 

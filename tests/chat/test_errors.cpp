@@ -229,6 +229,9 @@ TEST(ChatErrors, ValuesNestedByALoopAreBounded) {
                          "{% endfor %}")
                 .find("nests deeper than 512"),
             std::string::npos);
+  std::string sets = "{% set x = [] %}";
+  for (int k = 0; k < 300000; ++k) sets += "{% set x = [x] %}";
+  EXPECT_NE(render_error(sets + "{{ x }}").find("nests deeper than 512"), std::string::npos);
   EXPECT_EQ(ChatTemplate::parse("{% set ns = namespace(l=[]) %}{% for i in range(3) %}{% set ns.l = [ns.l] %}"
                                 "{% endfor %}{{ ns.l }}",
                                 "t")
