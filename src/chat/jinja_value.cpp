@@ -369,6 +369,7 @@ bool equals(const Value& a, const Value& b) {
     case Value::Kind::String:
       return a.str() == b.str();
     case Value::Kind::List: {
+      if (a.is_tuple != b.is_tuple) return false;  // Python: (1, 2) != [1, 2]
       if (a.a->size() != b.a->size()) return false;
       for (size_t k = 0; k < a.a->size(); ++k) {
         if (!equals((*a.a)[k], (*b.a)[k])) return false;
