@@ -740,7 +740,8 @@ void add_global_functions(Object& g) {
           localtime_r(&now, &tm);
           char buf[512];
           const size_t n = std::strftime(buf, sizeof buf, a.pos[0].str().c_str(), &tm);
-          return Value::text(std::string(buf, n));
+          // A format that came from data gives data: its text is copied into the result.
+          return Value::string(Str(std::string(buf, n), a.pos[0].s->has_data()));
         }));
 }
 
