@@ -66,9 +66,23 @@ jinja::Value from_json(const nlohmann::ordered_json& j, int depth) {
   }
 }
 
+// Keys of one JSON object: nlohmann's ordered_json finds each key by a scan of the object's keys
+// so far, quadratic in the keys (200,000 keys in one message took minutes).
+constexpr size_t kMaxJsonKeys = 1000;
+
 nlohmann::ordered_json parse_json(std::string_view text, const char* what) {
+  std::vector<size_t> keys;  // per open object
+  const auto bounded = [&](int, nlohmann::ordered_json::parse_event_t ev, nlohmann::ordered_json&) {
+    using E = nlohmann::ordered_json::parse_event_t;
+    if (ev == E::object_start) keys.push_back(0);
+    if (ev == E::object_end && !keys.empty()) keys.pop_back();
+    if (ev == E::key && !keys.empty() && ++keys.back() > kMaxJsonKeys) {
+      throw Error(fmt::format("chat: {}: a JSON object has more than {} keys", what, kMaxJsonKeys));
+    }
+    return true;
+  };
   try {
-    return nlohmann::ordered_json::parse(text);
+    return nlohmann::ordered_json::parse(text, bounded);
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("chat: {} is not valid JSON: {}", what, e.what()));
   }
