@@ -88,18 +88,6 @@ nlohmann::ordered_json parse_json(std::string_view text, const char* what) {
   }
 }
 
-const char* builtin_for(ChatFormat f) {
-  switch (f) {
-    case ChatFormat::Gemma:
-      return "gemma";
-    case ChatFormat::ChatML:
-      return "chatml";
-    case ChatFormat::Llama3:
-      return "llama3";
-  }
-  return "chatml";
-}
-
 }  // namespace
 
 RenderedChat RenderedChat::slice(size_t begin, size_t end) const {
@@ -156,16 +144,16 @@ ChatTemplate ChatTemplate::from_gguf(const GGUFFile& f, const Tokenizer* tok) {
       } catch (const Error&) {
         throw Error(fmt::format("{} (and no built-in chat template matches it)", e.what()));
       }
-      t = builtin(builtin_for(fmt_guess));
+      t = builtin(chat_format_name(fmt_guess));
       warning = fmt::format("the model's chat template cannot be used ({}); using the built-in '{}' template instead",
-                            e.what(), builtin_for(fmt_guess));
+                            e.what(), chat_format_name(fmt_guess));
     }
   } else {
     const ChatFormat fmt_guess = detect_chat_format(f);  // throws for a base model: "... no chat template ..."
-    t = builtin(builtin_for(fmt_guess));
+    t = builtin(chat_format_name(fmt_guess));
     warning =
         fmt::format("{}: the model has no chat template (tokenizer.chat_template); using the built-in '{}' template",
-                    f.path(), builtin_for(fmt_guess));
+                    f.path(), chat_format_name(fmt_guess));
   }
   t->impl_->warning = std::move(warning);
   if (tok != nullptr) {
