@@ -66,24 +66,26 @@ jinja::Value from_json(const nlohmann::ordered_json& j, int depth) {
   }
 }
 
+// Keys of one JSON object: nlohmann's ordered_json finds each key by a scan of the object's keys
+// so far, quadratic in the keys (200,000 keys in one message took minutes).
+constexpr size_t kMaxJsonKeys = 1000;
+
 nlohmann::ordered_json parse_json(std::string_view text, const char* what) {
+  std::vector<size_t> keys;  // per open object
+  const auto bounded = [&](int, nlohmann::ordered_json::parse_event_t ev, nlohmann::ordered_json&) {
+    using E = nlohmann::ordered_json::parse_event_t;
+    if (ev == E::object_start) keys.push_back(0);
+    if (ev == E::object_end && !keys.empty()) keys.pop_back();
+    if (ev == E::key && !keys.empty() && ++keys.back() > kMaxJsonKeys) {
+      throw Error(fmt::format("chat: {}: a JSON object has more than {} keys", what, kMaxJsonKeys));
+    }
+    return true;
+  };
   try {
-    return nlohmann::ordered_json::parse(text);
+    return nlohmann::ordered_json::parse(text, bounded);
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("chat: {} is not valid JSON: {}", what, e.what()));
   }
-}
-
-const char* builtin_for(ChatFormat f) {
-  switch (f) {
-    case ChatFormat::Gemma:
-      return "gemma";
-    case ChatFormat::ChatML:
-      return "chatml";
-    case ChatFormat::Llama3:
-      return "llama3";
-  }
-  return "chatml";
 }
 
 }  // namespace
@@ -142,16 +144,16 @@ ChatTemplate ChatTemplate::from_gguf(const GGUFFile& f, const Tokenizer* tok) {
       } catch (const Error&) {
         throw Error(fmt::format("{} (and no built-in chat template matches it)", e.what()));
       }
-      t = builtin(builtin_for(fmt_guess));
+      t = builtin(chat_format_name(fmt_guess));
       warning = fmt::format("the model's chat template cannot be used ({}); using the built-in '{}' template instead",
-                            e.what(), builtin_for(fmt_guess));
+                            e.what(), chat_format_name(fmt_guess));
     }
   } else {
     const ChatFormat fmt_guess = detect_chat_format(f);  // throws for a base model: "... no chat template ..."
-    t = builtin(builtin_for(fmt_guess));
+    t = builtin(chat_format_name(fmt_guess));
     warning =
         fmt::format("{}: the model has no chat template (tokenizer.chat_template); using the built-in '{}' template",
-                    f.path(), builtin_for(fmt_guess));
+                    f.path(), chat_format_name(fmt_guess));
   }
   t->impl_->warning = std::move(warning);
   if (tok != nullptr) {

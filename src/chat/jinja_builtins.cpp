@@ -55,6 +55,7 @@ std::vector<Value> iterate(Evaluator& ev, const Value& v, const char* what) {
     case Value::Kind::String: {
       std::vector<Value> out;
       const std::vector<size_t> cp = code_point_offsets(v.str());
+      ev.check_items(cp.size() - 1);  // one value per character: bound the memory before building them
       for (size_t k = 0; k + 1 < cp.size(); ++k) out.push_back(Value::string(v.s->substr(cp[k], cp[k + 1] - cp[k])));
       return out;
     }
@@ -190,6 +191,9 @@ Value f_items(Evaluator& ev, const Value& v, CallArgs&) {
 
 Value f_string(Evaluator&, const Value& v, CallArgs&) { return Value::string(to_str(v)); }
 
+// strtod reads C99 hex floats ("0x1A" = 26.0); Python's float() does not.
+bool is_hex_float(const std::string& s) { return s.find_first_of("xX") != std::string::npos; }
+
 Value f_int(Evaluator& ev, const Value& v, CallArgs& a) {
   const int64_t dflt = int_arg(ev, a, 0, "default", 0);
   if (v.kind == Value::Kind::Int) return v;
@@ -203,7 +207,7 @@ Value f_int(Evaluator& ev, const Value& v, CallArgs& a) {
     const long long x = std::strtoll(s.c_str(), &end, 10);
     if (!s.empty() && *end == '\0' && errno == 0) return Value::integer(x);
     const double d = std::strtod(s.c_str(), &end);
-    if (!s.empty() && *end == '\0' && std::isfinite(d) && std::fabs(d) < 9e18) {
+    if (!s.empty() && *end == '\0' && !is_hex_float(s) && std::isfinite(d) && std::fabs(d) < 9e18) {
       return Value::integer(static_cast<int64_t>(d));
     }
   }
@@ -218,7 +222,7 @@ Value f_float(Evaluator& ev, const Value& v, CallArgs& a) {
     const std::string s = py_strip(*v.s, StripSide::Both, nullptr).text();
     char* end = nullptr;
     const double x = std::strtod(s.c_str(), &end);
-    if (!s.empty() && *end == '\0') return Value::real(x);
+    if (!s.empty() && *end == '\0' && !is_hex_float(s)) return Value::real(x);
   }
   (void)ev;
   return dflt;
@@ -272,6 +276,7 @@ Value f_unique(Evaluator& ev, const Value& v, CallArgs& a) {
   std::vector<Value> keys;
   for (const Value& x : iterate(ev, v, "unique")) {
     const Value kx = key(x);
+    ev.charge_bytes(16 * keys.size());  // quadratic in the distinct items: bounded by the work limit
     bool seen = false;
     for (const Value& y : keys) seen = seen || equals(kx, y);
     if (!seen) {
@@ -735,7 +740,8 @@ void add_global_functions(Object& g) {
           localtime_r(&now, &tm);
           char buf[512];
           const size_t n = std::strftime(buf, sizeof buf, a.pos[0].str().c_str(), &tm);
-          return Value::text(std::string(buf, n));
+          // A format that came from data gives data: its text is copied into the result.
+          return Value::string(Str(std::string(buf, n), a.pos[0].s->has_data()));
         }));
 }
 

@@ -16,6 +16,8 @@ namespace snapkv::jinja {
 
 namespace {
 
+constexpr int kMaxValueDepth = 512;  // JSON data nests at most 128 deep, an expression 200
+
 int64_t to_int(const Value& v) { return v.kind == Value::Kind::Bool ? (v.b ? 1 : 0) : v.i; }
 bool is_intlike(const Value& v) { return v.kind == Value::Kind::Int || v.kind == Value::Kind::Bool; }
 
@@ -104,6 +106,8 @@ Value Evaluator::lookup(const std::string& name) const {
 
 void Evaluator::assign(const std::string& name, Value v) {
   if (name == "loop") fail("cannot assign to 'loop'");
+  // Many statements in a row (set x = [x]) would nest a value without bound.
+  if (v.depth > kMaxValueDepth) fail(fmt::format("a value nests deeper than {} lists or dicts", kMaxValueDepth));
   scope_->vars[name] = std::move(v);
 }
 
@@ -143,6 +147,8 @@ Evaluator::Flow Evaluator::exec_node(const Node& n, Str& out) {
         if (!ns.is_object() || !ns.is_namespace) {
           fail(fmt::format("cannot set attribute '{}' of '{}': it is not a namespace()", n.attr, n.text));
         }
+        // A loop that wraps the value each time (set ns.l = [ns.l]) would nest it without bound.
+        if (v.depth > kMaxValueDepth) fail(fmt::format("a value nests deeper than {} lists or dicts", kMaxValueDepth));
         ns.o->set(n.attr, std::move(v));
       } else if (n.targets.size() == 1) {
         assign(n.targets[0], std::move(v));
@@ -195,6 +201,7 @@ void Evaluator::exec_for(const Node& n, Str& out) {
       break;
     case Value::Kind::String: {
       const std::vector<size_t> cp = code_point_offsets(seq.str());
+      check_items(cp.size() - 1);  // one value per character: bound the memory before building them
       for (size_t k = 0; k + 1 < cp.size(); ++k)
         items.push_back(Value::string(seq.s->substr(cp[k], cp[k + 1] - cp[k])));
       break;
@@ -360,6 +367,7 @@ Value Evaluator::eval_item(const Value& obj, const Value& key) {
       if (idx < 0 || idx >= n) return Value::undefined(fmt::format("list index {} out of range", to_int(key)));
       return (*obj.a)[static_cast<size_t>(idx)];
     }
+    charge(obj);  // code points are counted over the whole string
     const std::vector<size_t> cp = code_point_offsets(obj.str());
     const auto n = static_cast<int64_t>(cp.size()) - 1;
     if (idx < 0) idx += n;
@@ -392,6 +400,7 @@ Value Evaluator::eval_slice(const Expr& e) {
   if (obj.is_array()) {
     n = static_cast<int64_t>(obj.a->size());
   } else if (obj.is_string()) {
+    charge(obj);  // code points are counted over the whole string
     cp = code_point_offsets(obj.str());
     n = static_cast<int64_t>(cp.size()) - 1;
   } else {
@@ -612,12 +621,17 @@ Value Evaluator::eval_binary(const Expr& e) {
     const Value* seq = l.is_string() || l.is_array() ? &l : (r.is_string() || r.is_array() ? &r : nullptr);
     const Value* cnt = seq == &l ? &r : &l;
     if (seq != nullptr && is_intlike(*cnt)) {
-      const int64_t times = std::max<int64_t>(0, to_int(*cnt));
+      const bool empty = seq->is_string() ? seq->s->size() == 0 : seq->a->empty();
+      const int64_t times = empty ? 0 : std::max<int64_t>(0, to_int(*cnt));  // "" * 10**18 is no loop
+      auto total = [&](size_t n) {  // n * times, saturated (a wrapped product would pass the check)
+        size_t prod = 0;
+        return __builtin_mul_overflow(n, static_cast<size_t>(times), &prod) ? std::numeric_limits<size_t>::max() : prod;
+      };
       if (seq->is_string()) {
-        if (times > 0) check_bytes(seq->s->size() * static_cast<size_t>(std::min<int64_t>(times, int64_t{1} << 40)));
+        check_bytes(total(seq->s->size()));
         return Value::string(seq->s->repeat(static_cast<size_t>(times)));
       }
-      if (times > 0) check_items(seq->a->size() * static_cast<size_t>(std::min<int64_t>(times, int64_t{1} << 40)));
+      check_items(total(seq->a->size()));
       Array out;
       for (int64_t k = 0; k < times; ++k) out.insert(out.end(), seq->a->begin(), seq->a->end());
       return Value::array(std::move(out));

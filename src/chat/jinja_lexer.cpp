@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "chat/jinja_text.h"
+
 namespace snapkv::jinja {
 
 namespace {
@@ -273,24 +275,6 @@ class Lexer {
     push(real ? Tok::Float : Tok::Int, std::move(v), p);
   }
 
-  static void append_utf8(std::string& out, uint32_t cp) {
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xC0 | (cp >> 6));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      out += static_cast<char>(0xE0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-      out += static_cast<char>(0xF0 | (cp >> 18));
-      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-  }
-
   // Python string-literal escapes, as jinja2 decodes them ("unicode-escape"); an unknown escape
   // keeps its backslash.
   void lex_string(Pos p) {
@@ -352,15 +336,15 @@ class Lexer {
           v += '\0';
           break;
         case 'x':
-          append_utf8(v, hex(2));
+          encode_utf8(v, hex(2));
           break;
         case 'u':
-          append_utf8(v, hex(4));
+          encode_utf8(v, hex(4));
           break;
         case 'U': {
           const uint32_t cp = hex(8);
           if (cp > 0x10FFFF) throw TemplateError{"escape beyond U+10FFFF in a string literal", p};
-          append_utf8(v, cp);
+          encode_utf8(v, cp);
           break;
         }
         default:

@@ -14,6 +14,9 @@ namespace snapkv::jinja {
 
 enum class StripSide { Both, Left, Right };
 
+/// Appends code point `cp` (at most U+10FFFF) to `out` as UTF-8.
+void encode_utf8(std::string& out, uint32_t cp);
+
 /// str.strip()/lstrip()/rstrip(): `chars` null strips Unicode whitespace, else those code points.
 Str py_strip(const Str& s, StripSide side, const std::string* chars);
 /// str.split(sep, maxsplit): sep null splits on whitespace runs (no empty parts).

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -44,7 +45,10 @@ Str Str::substr(size_t pos, size_t n) const {
   n = std::min(n, s_.size() - pos);
   out.s_ = s_.substr(pos, n);
   const size_t end = pos + n;
-  for (const Range& r : data_) {
+  // Only the ranges that overlap [pos, end): a string of many ranges is sliced in O(log ranges).
+  auto it = std::upper_bound(data_.begin(), data_.end(), pos, [](size_t p, const Range& r) { return p < r.end; });
+  for (; it != data_.end() && it->begin < end; ++it) {
+    const Range& r = *it;
     const size_t b = std::max(r.begin, pos);
     const size_t e = std::min(r.end, end);
     if (b < e) out.add_range(b - pos, e - pos);
@@ -151,6 +155,7 @@ Value Value::data(std::string x) { return string(Str(std::move(x), true)); }
 Value Value::array(Array x, bool tuple) {
   Value v;
   v.kind = Kind::List;
+  for (const Value& e : x) v.depth = std::max(v.depth, e.depth + 1);
   v.a = std::make_shared<const Array>(std::move(x));
   v.is_tuple = tuple;
   return v;
@@ -159,6 +164,7 @@ Value Value::array(Array x, bool tuple) {
 Value Value::object(Object x) {
   Value v;
   v.kind = Kind::Dict;
+  for (const auto& kv : x.items) v.depth = std::max(v.depth, kv.second.depth + 1);
   v.o = std::make_shared<Object>(std::move(x));
   return v;
 }
@@ -363,6 +369,7 @@ bool equals(const Value& a, const Value& b) {
     case Value::Kind::String:
       return a.str() == b.str();
     case Value::Kind::List: {
+      if (a.is_tuple != b.is_tuple) return false;  // Python: (1, 2) != [1, 2]
       if (a.a->size() != b.a->size()) return false;
       for (size_t k = 0; k < a.a->size(); ++k) {
         if (!equals((*a.a)[k], (*b.a)[k])) return false;

@@ -84,6 +84,10 @@ struct Value {
   std::shared_ptr<const Function> fn;
   bool is_namespace = false;
   bool is_tuple = false;
+  /// Nesting of lists and dicts, as built (0 for scalars; a namespace counts as it was created).
+  /// Bounded where a value can outlive a loop iteration (set ns.attr): printing, comparing and
+  /// destroying a value recurse on it.
+  int depth = 0;
   std::string undefined_name;  ///< for "'x' is undefined" messages
 
   static Value undefined(std::string name = {});

@@ -32,6 +32,9 @@ std::string read_flag_file(const std::string& path, const char* flag) {
 // (control characters U+001D around a name).
 const std::string kQuestionMarker = "\x1dsnapkv-question\x1d";
 
+constexpr int kMaxMessagesDepth = 128;     // as the renderer's limit on JSON values
+constexpr size_t kMaxMessagesKeys = 1000;  // as the renderer's limit on keys per JSON object
+
 }  // namespace
 
 ChatTemplate load_chat_template(const ChatFlags& flags, const std::function<ChatTemplate()>& model_template,
@@ -64,8 +67,25 @@ std::string build_messages(const ChatFlags& flags, const std::string* user_text)
   nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
   if (!flags.messages_file.empty()) {
     const std::string text = read_flag_file(flags.messages_file, "--messages");
+    // Bounded nesting: dump() below and the renderer recurse on it (a deep file was a stack overflow).
+    // And bounded keys per object: ordered_json's key lookup is a scan, quadratic in the keys.
+    std::vector<size_t> keys;  // per open object
+    const auto bounded = [&](int depth, nlohmann::ordered_json::parse_event_t ev, nlohmann::ordered_json&) {
+      using E = nlohmann::ordered_json::parse_event_t;
+      if (depth > kMaxMessagesDepth) {
+        throw Error(
+            fmt::format("--messages file '{}' nests deeper than {} levels", flags.messages_file, kMaxMessagesDepth));
+      }
+      if (ev == E::object_start) keys.push_back(0);
+      if (ev == E::object_end && !keys.empty()) keys.pop_back();
+      if (ev == E::key && !keys.empty() && ++keys.back() > kMaxMessagesKeys) {
+        throw Error(fmt::format("--messages file '{}' has a JSON object with more than {} keys", flags.messages_file,
+                                kMaxMessagesKeys));
+      }
+      return true;
+    };
     try {
-      msgs = nlohmann::ordered_json::parse(text);
+      msgs = nlohmann::ordered_json::parse(text, bounded);
     } catch (const nlohmann::json::exception& e) {
       throw Error(fmt::format("--messages file '{}' is not valid JSON: {}", flags.messages_file, e.what()));
     }
@@ -87,7 +107,11 @@ std::string build_messages(const ChatFlags& flags, const std::string* user_text)
   }
   if (user_text != nullptr) msgs.push_back({{"role", "user"}, {"content", *user_text}});
   if (msgs.empty()) throw Error("no messages: give -p TEXT, -f FILE or --messages FILE");
-  return msgs.dump(-1, ' ', false, nlohmann::json::error_handler_t::strict);
+  try {
+    return msgs.dump(-1, ' ', false, nlohmann::json::error_handler_t::strict);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("the chat messages must be UTF-8 text (--system, -p or -f): {}", e.what()));
+  }
 }
 
 ChatPrompt render_chat_prompt(const ChatTemplate& tmpl, const ChatFlags& flags, const std::string& messages_json,

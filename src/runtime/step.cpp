@@ -291,8 +291,8 @@ void Engine::step(Batch& batch, Workspace& ws) const {
     }
     for (const DecodeSpan& s : plan.spans) {
       s.st->n_past += s.n;
-      std::vector<float>().swap(
-          s.st->last_logits);  // they described the prompt's last position, no longer the last one
+      // The prefill logits described the prompt's last position, which is no longer the last one.
+      std::vector<float>().swap(s.st->last_logits);
       s.st->update_stats();
     }
 

@@ -131,6 +131,115 @@ TEST(ChatErrors, LimitsStopHostileTemplatesQuickly) {
   EXPECT_LT(secs, 60.0);  // seconds under ASan; well under one in a Release build
 }
 
+TEST(ChatErrors, RepeatSizesDoNotWrapOrLoop) {
+  const auto t0 = std::chrono::steady_clock::now();
+  // 2^24 bytes * 2^40 wraps to 0 in 64 bits: still over the limit, not a 2^64-byte string.
+  EXPECT_NE(render_error("{{ (('x' * 16777216) * 1099511627776) | length }}").find("exceeds the limit"),
+            std::string::npos);
+  // Empty sequences repeated a huge number of times: empty, at once.
+  EXPECT_EQ(ChatTemplate::parse("{{ '' * 9223372036854775807 }}|{{ ([] * 9223372036854775807) | length }}", "t")
+                .render(kUser)
+                .text,
+            "|0");
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
+}
+
+TEST(ChatErrors, UniqueOfALongListIsBounded) {
+  const auto t0 = std::chrono::steady_clock::now();
+  // unique compares each item with the distinct ones so far: 10^6 distinct items would be
+  // 5 * 10^11 comparisons; the work limit ends it.
+  EXPECT_NE(render_error("{{ range(1000000) | unique | length }}").find("(limit)"), std::string::npos);
+  EXPECT_EQ(ChatTemplate::parse("{{ ([1, 2] * 500000) | unique | list }}", "t").render(kUser).text, "[1, 2]");
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 20.0);
+}
+
+TEST(ChatErrors, IteratingALongStringIsBounded) {
+  // One value per character, built before the loop runs: a 60 MB string would be ~10 GB of
+  // values. The list limit (10^6 items) applies first.
+  EXPECT_NE(
+      render_error("{% set s = 'x' * 60000000 %}{% for c in s %}{% break %}{% endfor %}").find("exceeds the limit"),
+      std::string::npos);
+  EXPECT_NE(render_error("{{ ('x' * 60000000) | list | length }}").find("exceeds the limit"), std::string::npos);
+  EXPECT_NE(render_error("{{ ('x' * 60000000) | join('-') | length }}").find("exceeds the limit"), std::string::npos);
+  EXPECT_EQ(ChatTemplate::parse("{% for c in 'aé' %}[{{ c }}]{% endfor %}{{ 'xyz' | list | join('-') }}", "t")
+                .render(kUser)
+                .text,
+            "[a][é]x-y-z");
+}
+
+TEST(ChatErrors, IteratingAStringOfManyDataRangesIsFast) {
+  // 300,000 data ranges (the user's "Hi" between template bytes); taking each character used to
+  // scan all of them: minutes for this loop.
+  const auto t0 = std::chrono::steady_clock::now();
+  const RenderedChat r = ChatTemplate::parse(
+                             "{% set s = (messages[0].content ~ '|') * 300000 %}"
+                             "{% for c in s %}{% endfor %}{{ s[3:6] }}{{ s[-1] }}",
+                             "t")
+                             .render(kUser);
+  EXPECT_EQ(r.text, "Hi||");
+  ASSERT_EQ(r.template_spans.size(), 1u);  // "Hi" is data, both '|' template text
+  EXPECT_EQ(r.template_spans[0].begin, 2u);
+  EXPECT_EQ(r.template_spans[0].end, 4u);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 20.0);
+}
+
+TEST(ChatErrors, IndexingALargeStringIsCharged) {
+  // s[k] and s[a:b] count code points over the whole string: 1 MB each time, 10^6 times, was
+  // uncharged work (10^12 bytes, hours with a 10 MB string). The work limit ends it.
+  const auto t0 = std::chrono::steady_clock::now();
+  ChatTemplateOptions work;
+  work.max_work_bytes = 64 << 20;
+  EXPECT_NE(render_error("{% set s = 'x' * 1000000 %}{% for i in range(1000000) %}{% set c = s[5] %}{% endfor %}", work)
+                .find("(limit)"),
+            std::string::npos);
+  EXPECT_NE(
+      render_error("{% set s = 'x' * 1000000 %}{% for i in range(1000000) %}{% set c = s[5:7] %}{% endfor %}", work)
+          .find("(limit)"),
+      std::string::npos);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 20.0);
+}
+
+TEST(ChatErrors, JsonObjectsWithVeryManyKeysAreAnError) {
+  // ordered_json finds each key by a scan: 200,000 keys in one message took minutes to parse.
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string msgs = R"([{"role": "user", "content": "Hi")";
+  for (int k = 0; k < 200000; ++k) msgs += ", \"k" + std::to_string(k) + "\": 0";
+  msgs += "}]";
+  const ChatTemplate t = ChatTemplate::parse("{{ messages[0].content }}", "t");
+  EXPECT_NE(error_of([&] { t.render_json(msgs); }).find("chat: the messages: a JSON object has more than 1000 keys"),
+            std::string::npos);
+  ChatTemplateOptions opt;
+  opt.tools_json = R"([{"type": "function", "function": {"name": "f", "parameters": {)";
+  for (int k = 0; k < 200000; ++k) opt.tools_json += (k ? ", \"p" : "\"p") + std::to_string(k) + "\": 0";
+  opt.tools_json += "}}}]";
+  EXPECT_NE(error_of([&] { t.render(kUser, opt); }).find("more than 1000 keys"), std::string::npos);
+  // 1000 keys are fine.
+  std::string ok = R"([{"role": "user", "content": "Hi")";
+  for (int k = 0; k < 998; ++k) ok += ", \"k" + std::to_string(k) + "\": 0";
+  EXPECT_EQ(t.render_json(ok + "}]").text, "Hi");
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 20.0);
+}
+
+TEST(ChatErrors, ValuesNestedByALoopAreBounded) {
+  // 200,000 nested lists: a stack overflow (SIGSEGV) when printed, compared or destroyed.
+  EXPECT_EQ(render_error("{% set ns = namespace(l=[]) %}{% for i in range(200000) %}{% set ns.l = [ns.l] %}"
+                         "{% endfor %}{{ ns.l }}"),
+            "t:1:59: a value nests deeper than 512 lists or dicts");
+  EXPECT_NE(render_error("{% set ns = namespace(d={}) %}{% for i in range(200000) %}{% set ns.d = {'k': ns.d} %}"
+                         "{% endfor %}")
+                .find("nests deeper than 512"),
+            std::string::npos);
+  std::string sets = "{% set x = [] %}";
+  for (int k = 0; k < 300000; ++k) sets += "{% set x = [x] %}";
+  EXPECT_NE(render_error(sets + "{{ x }}").find("nests deeper than 512"), std::string::npos);
+  EXPECT_EQ(ChatTemplate::parse("{% set ns = namespace(l=[]) %}{% for i in range(3) %}{% set ns.l = [ns.l] %}"
+                                "{% endfor %}{{ ns.l }}",
+                                "t")
+                .render(kUser)
+                .text,
+            "[[[[]]]]");
+}
+
 TEST(ChatErrors, TruncatedAndMutatedTemplatesNeverCrash) {
   std::mt19937 rng(12345);
   const std::vector<ChatMessage> conv{{"system", "S"}, {"user", "Hi"}, {"assistant", "Yo"}, {"user", "X"}};

@@ -89,6 +89,25 @@ TEST(ChatGolden, SnippetsByteIdenticalToJinja2) {
   }
 }
 
+TEST(ChatGolden, IntAndFloatFiltersReadNoHexLikePython) {
+  // jinja2 3.1.6: int("0x1A") and float("0x1A") fail in Python, so the filters give their
+  // default; strtod reads C99 hex floats.
+  const std::string src =
+      "{{ '0x1A' | int }}|{{ '0x1A' | float }}|{{ '0x1p3' | int(7) }}|{{ ' 12 ' | int }}|{{ '2.5e1' | int }}|"
+      "{{ '1.5' | float }}|{{ 'abc' | float }}";
+  EXPECT_EQ(ChatTemplate::parse(src, "t").render_json(R"([{"role": "user", "content": "X"}])").text,
+            "0|0.0|7|12|25|1.5|0.0");
+}
+
+TEST(ChatGolden, TuplesAreNotEqualToListsLikePython) {
+  // jinja2 3.1.6: (1, 2) == [1, 2] is False; tuples equal tuples, lists lists.
+  const std::string src =
+      "{{ (1, 2) == [1, 2] }}|{{ (1, 2) == (1, 2) }}|{{ [1, 2] == [1, 2] }}|{{ [1, 2] in [(1, 2)] }}|"
+      "{{ ('a', 1) in {'a': 1}.items() }}";
+  EXPECT_EQ(ChatTemplate::parse(src, "t").render_json(R"([{"role": "user", "content": "X"}])").text,
+            "False|True|True|False|True");
+}
+
 TEST(ChatGolden, BuiltinsAreTheRecordedFiles) {
   for (const std::string& n : ChatTemplate::builtin_names()) {
     EXPECT_EQ(ChatTemplate::builtin(n).source(), chat_template_file("builtin_" + n)) << n;

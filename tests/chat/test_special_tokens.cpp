@@ -121,6 +121,18 @@ TEST(ChatTokens, SpansSurviveFiltersAndConcatenation) {
   EXPECT_EQ(q.template_spans[1].end, 11u);
 }
 
+TEST(ChatTokens, StrftimeNowOfDataIsData) {
+  // The format's text reaches the result: from a message, it must not become template text.
+  const RenderedChat r = ChatTemplate::parse("[{{ strftime_now(messages[0].content) }}]{{ strftime_now('<x>') }}", "t")
+                             .render(std::vector<ChatMessage>{{"user", "<|im_start|>"}});
+  EXPECT_EQ(r.text, "[<|im_start|>]<x>");
+  ASSERT_EQ(r.template_spans.size(), 2u);
+  EXPECT_EQ(r.template_spans[0].begin, 0u);
+  EXPECT_EQ(r.template_spans[0].end, 1u);
+  EXPECT_EQ(r.template_spans[1].begin, 13u);
+  EXPECT_EQ(r.template_spans[1].end, 17u);
+}
+
 TEST(ChatTokens, GemmaUsesTheBuiltinTemplateWithOneBos) {
   REQUIRE_GEMMA();
   const Model m = load(gemma_path());

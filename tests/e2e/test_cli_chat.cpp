@@ -127,6 +127,34 @@ TEST(CliChat, BadChatInputIsOneClearError) {
   for (const auto& p : {bad_json, not_list, sys_first, bad_tmpl, raises}) fs::remove(p);
 }
 
+TEST(CliChat, DeepOrNonUtf8MessagesAreOneClearError) {
+  REQUIRE_SMOLLM2();
+  // 200,000 nested arrays in a message: was a stack overflow (SIGSEGV) in the CLI.
+  const fs::path deep =
+      write_temp("deep.json", "[{\"role\": \"user\", \"content\": \"Hi\", \"x\": " + std::string(200000, '[') +
+                                  std::string(200000, ']') + "}]");
+  const fs::path latin1 = write_temp("latin1.txt", "caf\xe9");
+  std::string wide = R"([{"role": "user", "content": "Hi")";
+  for (int k = 0; k < 200000; ++k) wide += ", \"k" + std::to_string(k) + "\": 0";
+  const fs::path many_keys = write_temp("keys.json", wide + "}]");  // took minutes: a quadratic parse
+  const std::string m = smollm2_path().string();
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"chat-template", "-m", m, "--messages", deep.string()}, "nests deeper than 128 levels"},
+      {{"chat-template", "-m", m, "--messages", many_keys.string()}, "JSON object with more than 1000 keys"},
+      {{"chat-template", "-m", m, "-f", latin1.string()}, "must be UTF-8"},
+      {{"chat-template", "-m", m, "-p", "x", "--system", "b\xfe"}, "must be UTF-8"},
+  };
+  for (const auto& [args, needle] : cases) {
+    const auto r = run_cli(args);
+    EXPECT_EQ(r.rc, 1) << needle << ": " << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+  fs::remove(deep);
+  fs::remove(latin1);
+  fs::remove(many_keys);
+}
+
 TEST(CliChat, GemmaFallsBackToTheBuiltinTemplateWithAWarning) {
   if (!fs::exists(gemma_path())) GTEST_SKIP() << "Gemma 3 model missing: run scripts/get-model.sh gemma3";
   const auto r = run_cli({"chat-template", "-m", "gemma3", "-p", "Hi", "--system", "S"});

@@ -193,7 +193,7 @@ TEST(Attention, RejectsMismatchedShapes) {
   const int32_t qpos3[3] = {0, 1, 2};
   std::vector<float> q3(12), out3(12);
   EXPECT_THROW(attention(p1, q3.data(), qpos3, 3, cache, out3.data(), ws1, 2), Error);  // 3 > max_queries
-  EXPECT_THROW(AttentionWorkspace(AttentionParams{3, 2, 4, 1.0f, 0}, 2), Error);     // 3 % 2 != 0
+  EXPECT_THROW(AttentionWorkspace(AttentionParams{3, 2, 4, 1.0f, 0}, 2), Error);        // 3 % 2 != 0
 }
 
 }  // namespace
