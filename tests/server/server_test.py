@@ -43,6 +43,9 @@ def free_port():
         return s.getsockname()[1]
 
 
+SERVERS = []  # every server started, for their logs when a case fails
+
+
 class Server:
     """A `snapkv serve` process on a free loopback port."""
 
@@ -51,6 +54,7 @@ class Server:
         self.log = tempfile.NamedTemporaryFile(prefix="snapkv-serve-", suffix=".log", delete=False)
         cmd = [binary, "serve", "-m", model, "--host", "127.0.0.1", "--port", str(self.port), "-t", "1", "--metrics", *args]
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        SERVERS.append(self)
         deadline = time.time() + ready_timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:
@@ -71,6 +75,15 @@ class Server:
     def output(self):
         with open(self.log.name, errors="replace") as f:
             return f.read()[-3000:]
+
+    def report(self):
+        """The log from a sanitizer's first report on (it may be long), else its last lines."""
+        with open(self.log.name, errors="replace") as f:
+            text = f.read()
+        at = text.find("==================\nWARNING: ThreadSanitizer")
+        if at < 0:
+            at = text.find("Sanitizer")
+        return text[at:at + 20000] if at >= 0 else text[-3000:]
 
     def request(self, method, path, body=None, headers=None, timeout=60):
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
@@ -496,7 +509,15 @@ def main():
     if not os.path.exists(STORIES):
         print(f"SKIP: {STORIES} missing")
         return
-    globals()["case_" + a.case](os.path.abspath(a.bin))
+    try:
+        globals()["case_" + a.case](os.path.abspath(a.bin))
+    except BaseException:
+        # A server that died (a sanitizer report ends it with status 66) leaves only a client
+        # error here: show what each server wrote.
+        for srv in SERVERS:
+            print(f"--- log of the server on port {srv.port} (exit status {srv.proc.poll()}):\n{srv.report()}",
+                  flush=True)
+        raise
     print(f"PASS: {a.case}")
 
 
