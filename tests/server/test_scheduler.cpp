@@ -248,7 +248,6 @@ TEST(Scheduler, StopEndsQueuedAndRunningJobs) {
     const JobResult& r = jobs[i]->result();
     if (i < 2) {
       EXPECT_EQ(r.finish_reason, "cancelled") << i;  // running at the deadline
-      EXPECT_GT(r.n_generated_tokens, 0) << i;
     } else {
       EXPECT_EQ(r.finish_reason, "error") << i;  // queued at stop(): 503
       EXPECT_EQ(r.error_status, 503) << i;
