@@ -58,7 +58,7 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--scenario", choices=["load", "prefill-itl"], default="load")
     ap.add_argument("-t", "--threads", type=int, default=2)
     ap.add_argument("-c", "--ctx", type=int, default=8192, help="context per request on both servers")
-    ap.add_argument("--port", type=int, default=18431)
+    ap.add_argument("--port", type=int, default=0, help="server port (0: a free one for each server started)")
     ap.add_argument("-N", "--requests", type=int, default=16, help="concurrent requests (scenario load)")
     ap.add_argument("--prompt-tokens", type=int, default=4096)
     ap.add_argument("--gen", type=int, default=128, help="generated tokens per request")
@@ -222,24 +222,37 @@ class Server:
         self._log.close()
 
 
+def free_port(a) -> int:
+    """--port, or a port nobody uses now (also not in TIME_WAIT, which uvicorn cannot bind over)."""
+    if a.port:
+        return a.port
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def start_snapkv(a, model: pathlib.Path, kv_budget: str, press: str, log: pathlib.Path) -> Server:
-    argv = [str(a.snapkv), "serve", "-m", str(model), "--port", str(a.port), "-t", str(a.threads), "-c", str(a.ctx),
+    port = free_port(a)
+    argv = [str(a.snapkv), "serve", "-m", str(model), "--port", str(port), "-t", str(a.threads), "-c", str(a.ctx),
             "--kv-memory-budget", kv_budget, "--metrics", "--press", press]
     if press == "snapkv":
         argv += ["--budget", str(a.budget)]
     if a.prefill_rows is not None:
         argv += ["--prefill-rows", str(a.prefill_rows)]
-    return Server(argv, a.port, log, "/health")
+    return Server(argv, port, log, "/health")
 
 
 def start_llamacpp(a, model: pathlib.Path, log: pathlib.Path) -> Server:
+    port = free_port(a)
     argv = [str(a.python), "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
-            "--port", str(a.port), "--n_threads", str(a.threads), "--n_threads_batch", str(a.threads),
+            "--port", str(port), "--n_threads", str(a.threads), "--n_threads_batch", str(a.threads),
             "--n_ctx", str(a.ctx), "--n_batch", str(a.n_batch), "--n_ubatch", str(a.n_ubatch),
             "--flash_attn", "true" if a.flash_attn == "on" else "false",
             # Without this the server ends a running stream as soon as another request waits.
             "--interrupt_requests", "false", "--verbose", "false"]
-    return Server(argv, a.port, log, "/v1/models")
+    return Server(argv, port, log, "/v1/models")
 
 
 def warm_up_and_split_priorities(a, srv: Server, prompt: str, extra: dict) -> dict:
@@ -249,7 +262,7 @@ def warm_up_and_split_priorities(a, srv: Server, prompt: str, extra: dict) -> di
     busy or spinning thread is never preempted by one of the same priority, so without this the
     threads that write the streamed chunks wait until the engine idles."""
     before = srv.thread_cpu()
-    load = Load(a, a.port, extra, metrics=False)
+    load = Load(a, srv.port, extra, metrics=False)
 
     async def go():
         return await load.one(-1, load.body(prompt, 8))
@@ -321,7 +334,7 @@ def build_prompts(a, model: pathlib.Path, n: int, tokens: int, tag: str) -> list
     srv = start_snapkv(a, model, "0", "none", SBENCH / "logs" / "tokenize.log")
     try:
         def count(t: str) -> list[int]:
-            st, body = http_sync(a.port, "POST", "/tokenize", {"content": t, "add_special": True})
+            st, body = http_sync(srv.port, "POST", "/tokenize", {"content": t, "add_special": True})
             if st != 200:
                 bl.fail(f"/tokenize: HTTP {st}")
             return json.loads(body)["tokens"]
@@ -396,6 +409,7 @@ class Load:
     def __init__(self, a, port: int, body_extra: dict, metrics: bool):
         self.a, self.http, self.extra, self.metrics = a, Http(port), body_extra, metrics
         self.samples: list[tuple[float, dict]] = []
+        self.prompt_tokens: dict[str, int] = {}  # for servers that do not stream usage
         self.t0 = 0.0
 
     def body(self, prompt: str, max_tokens: int, extra: dict | None = None) -> dict:
@@ -418,11 +432,18 @@ class Load:
             if j.get("snapkv"):
                 rec["snapkv"] = j["snapkv"]
             for c in j.get("choices") or []:
+                if c.get("finish_reason"):
+                    rec["finish_reason"] = c["finish_reason"]
                 if c.get("text"):
                     rec["tokens"].append(now)
                     if on_token:
                         on_token(i, len(rec["tokens"]))
         rec.setdefault("done", time.perf_counter())
+        if rec["usage"] is None:
+            # llama-cpp-python streams no usage: a stream that ended by length made max_tokens tokens.
+            n = body["max_tokens"] if rec.get("finish_reason") == "length" else len(rec["tokens"])
+            rec["usage"] = {"completion_tokens": n, "prompt_tokens": self.prompt_tokens.get(body["prompt"]),
+                            "from": "finish_reason/chunks"}
         return rec
 
     async def poll_metrics(self, stop: asyncio.Event) -> None:
@@ -500,7 +521,11 @@ def summarize_load(recs: list[dict], t0: float, samples) -> dict:
 
 
 def scenario_load(a, model: pathlib.Path, prompts: list[str], srv: Server, extra: dict) -> dict:
-    load = Load(a, a.port, extra, metrics=a.server == "snapkv")
+    load = Load(a, srv.port, extra, metrics=a.server == "snapkv")
+    if a.server == "llamacpp":
+        for p in prompts:  # its own count of the prompt's tokens
+            st, body = http_sync(srv.port, "POST", "/extras/tokenize", {"input": p})
+            load.prompt_tokens[p] = len(json.loads(body)["tokens"]) if st == 200 else None
 
     async def go():
         return await load.run([load.one(i, load.body(p, a.gen)) for i, p in enumerate(prompts)])
@@ -521,7 +546,7 @@ def scenario_load(a, model: pathlib.Path, prompts: list[str], srv: Server, extra
 
 
 def scenario_prefill_itl(a, model: pathlib.Path, streams: list[str], big: str, srv: Server) -> dict:
-    load = Load(a, a.port, {}, metrics=True)
+    load = Load(a, srv.port, {}, metrics=True)
     ready = asyncio.Event()
     counts = [0] * len(streams)
     mark = {}
