@@ -83,6 +83,8 @@ def parse_args() -> argparse.Namespace:
                     help="under SCHED_FIFO: priority of the client and the server's non-compute threads (0: leave)")
     ap.add_argument("--timeout", type=float, default=1200, help="bound on the whole load (seconds)")
     ap.add_argument("--json-out", type=pathlib.Path, default=None)
+    ap.add_argument("--report", type=pathlib.Path, nargs="+", default=None,
+                    help="print Markdown tables of these raw JSON files (no benchmark)")
     return ap.parse_args()
 
 
@@ -596,8 +598,51 @@ def scenario_prefill_itl(a, model: pathlib.Path, streams: list[str], big: str, s
     return {"summary": s, "requests": [{**r, "tokens": [t - load.t0 for t in r["tokens"]]} for r in recs]}
 
 
+def label(cfg: dict) -> str:
+    if cfg["server"] == "llamacpp":
+        return f"llama-cpp-python (flash_attn {cfg['flash_attn']})"
+    return "snapkv none" if cfg["press"] == "none" else f"snapkv snapkv:budget={cfg['budget']}"
+
+
+def report(files: list[pathlib.Path]) -> None:
+    runs = [json.loads(f.read_text()) for f in files]
+    load = [r for r in runs if r["config"]["scenario"] == "load"]
+    ms = lambda x: f"{x * 1000:.0f}"  # noqa: E731
+    if load:
+        print("| model | server | admitted at once | KV reserved / request | output tok/s | decode-phase tok/s "
+              "| TTFT p50 / p99 s | ITL p50 / p99 ms | e2e p50 / p99 s | all done s | others' CPU |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        for r in load:
+            c, s = r["config"], r["summary"]
+            adm = (f"{s['running_max_polled']:.0f} (peak gauge {s['running_peak_gauge']:.0f})"
+                   if "running_max_polled" in s else f"1 (decoding at once: {s['client_decoding_at_once_max']})")
+            res = s.get("kv_cache_bytes_reserved_per_request")
+            res = f"{res[0] / 2**20:.2f} MiB" if res and len(res) == 1 else (str(res) if res else "-")
+            print(f"| {c['model_file'].split('.')[0].split('-q4')[0]} | {label(c)} | {adm} | {res} "
+                  f"| {s['total_out_tok_s']:.2f} | {s['decode_phase_tok_s']:.1f} "
+                  f"| {s['ttft_p50_s']:.1f} / {s['ttft_p99_s']:.1f} | {ms(s['itl_p50_s'])} / {ms(s['itl_p99_s'])} "
+                  f"| {s['e2e_p50_s']:.1f} / {s['e2e_p99_s']:.1f} | {s['makespan_s']:.1f} "
+                  f"| {s.get('others_cpu_share', 0) * 100:.0f}% |")
+    itl = [r for r in runs if r["config"]["scenario"] == "prefill-itl"]
+    if itl:
+        print()
+        print("| model | 4K request's press | --prefill-rows | ITL before: p50 / p99 ms | ITL during its prefill: "
+              "p50 / p99 / max ms (gaps) | its prefill (TTFT) s | server prefill_ms |")
+        print("|---|---|---|---|---|---|---|")
+        for r in itl:
+            c, s = r["config"], r["summary"]
+            rows = c["prefill_rows"] if c["prefill_rows"] != "None" else "4096 (default)"
+            print(f"| {c['model_file'].split('.')[0]} | {s['big_press']} | {rows} "
+                  f"| {ms(s['itl_before_p50_s'])} / {ms(s['itl_before_p99_s'])} "
+                  f"| {ms(s['itl_during_p50_s'])} / {ms(s['itl_during_p99_s'])} / {ms(s['itl_during_max_s'])} "
+                  f"({s['itl_during_n']}) | {s['big_ttft_s']:.1f} | {s['big_server_prefill_ms']:.0f} |")
+
+
 def main() -> None:
     a = parse_args()
+    if a.report:
+        report(a.report)
+        return
     model = model_path(a.model)
     SBENCH.mkdir(parents=True, exist_ok=True)
     t_start = time.time()
