@@ -559,7 +559,8 @@ def scenario_prefill_itl(a, model: pathlib.Path, streams: list[str], big: str, s
             ready.set()
 
     async def big_request():
-        await ready.wait()
+        if streams:
+            await ready.wait()
         mark["arrive"] = time.perf_counter()
         extra = {} if a.big_press == "none" else {"kv_compression": a.big_press}
         rec = await load.one(len(streams), load.body(big, 8, extra))
@@ -573,7 +574,7 @@ def scenario_prefill_itl(a, model: pathlib.Path, streams: list[str], big: str, s
     recs = asyncio.run(go())
     bigrec, srecs = recs[-1], recs[:-1]
     before, during, after = [], [], []
-    warm_end = max(r["tokens"][4] for r in srecs)  # skip each stream's first gaps (others still prefilling)
+    warm_end = max((r["tokens"][4] for r in srecs), default=0)  # skip each stream's first gaps (others still prefilling)
     for r in srecs:
         for x, y in zip(r["tokens"], r["tokens"][1:]):
             if x >= warm_end and y <= mark["arrive"]:
@@ -582,7 +583,7 @@ def scenario_prefill_itl(a, model: pathlib.Path, streams: list[str], big: str, s
                 during.append(y - x)
             elif x >= mark["first"]:
                 after.append(y - x)
-    if min(r["tokens"][-1] for r in srecs) < mark["first"]:
+    if srecs and min(r["tokens"][-1] for r in srecs) < mark["first"]:
         print("warning: a stream ended before the big prompt's first token (raise --stream-gen)", file=sys.stderr)
     s = {
         "streams": len(srecs), "big_prompt_tokens": bigrec["usage"]["prompt_tokens"],
@@ -607,7 +608,7 @@ def label(cfg: dict) -> str:
 def report(files: list[pathlib.Path]) -> None:
     runs = [json.loads(f.read_text()) for f in files]
     load = [r for r in runs if r["config"]["scenario"] == "load"]
-    ms = lambda x: f"{x * 1000:.0f}"  # noqa: E731
+    ms = lambda x: "-" if x is None else f"{x * 1000:.0f}"  # noqa: E731
     if load:
         print("| model | server | admitted at once | KV reserved / request | output tok/s | decode-phase tok/s "
               "| TTFT p50 / p99 s | ITL p50 / p99 ms | e2e p50 / p99 s | all done s | others' CPU |")
@@ -649,7 +650,7 @@ def main() -> None:
     if a.scenario == "load":
         prompts = build_prompts(a, model, a.requests, a.prompt_tokens, "load")
     else:
-        streams = build_prompts(a, model, a.streams, a.stream_prompt_tokens, "streams")
+        streams = build_prompts(a, model, a.streams, a.stream_prompt_tokens, "streams") if a.streams else []
         big = build_prompts(a, model, 1, a.prompt_tokens, "big")[0]
     tag = f"{model.stem}-{a.scenario}-{a.server}"
     extra: dict = {}
