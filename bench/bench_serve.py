@@ -627,13 +627,13 @@ def report(files: list[pathlib.Path]) -> None:
     itl = [r for r in runs if r["config"]["scenario"] == "prefill-itl"]
     if itl:
         print()
-        print("| model | 4K request's press | --prefill-rows | ITL before: p50 / p99 ms | ITL during its prefill: "
+        print("| model | streams | 4K request's press | --prefill-rows | ITL before: p50 / p99 ms | ITL during its prefill: "
               "p50 / p99 / max ms (gaps) | its prefill (TTFT) s | server prefill_ms |")
-        print("|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|")
         for r in itl:
             c, s = r["config"], r["summary"]
             rows = c["prefill_rows"] if c["prefill_rows"] != "None" else "4096 (default)"
-            print(f"| {c['model_file'].split('.')[0]} | {s['big_press']} | {rows} "
+            print(f"| {c['model_file'].split('.')[0]} | {s['streams']} | {s['big_press'].split(',')[0]} | {rows} "
                   f"| {ms(s['itl_before_p50_s'])} / {ms(s['itl_before_p99_s'])} "
                   f"| {ms(s['itl_during_p50_s'])} / {ms(s['itl_during_p99_s'])} / {ms(s['itl_during_max_s'])} "
                   f"({s['itl_during_n']}) | {s['big_ttft_s']:.1f} | {s['big_server_prefill_ms']:.0f} |")
