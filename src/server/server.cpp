@@ -154,7 +154,19 @@ std::shared_ptr<Job> make_job(Shared& sh, const std::string& body, Endpoint ep) 
   const int64_t room = sh.n_ctx - n_prompt + 1;  // the last prompt position's logits give one more token
   job->max_tokens = std::min(job->req.max_tokens > 0 ? job->req.max_tokens : sh.opt->defaults.max_tokens, room);
   if (!job->req.seed_set) job->req.sampling.seed = std::random_device{}();
-  job->plan = plan_press_spec(job->req.press, n_prompt);
+  try {
+    job->plan = plan_press_spec(job->req.press, n_prompt);
+  } catch (const snapkv::Error& e) {
+    // The spec was checked when the body was parsed; what is left is a ratio that would keep
+    // fewer tokens of this prompt than the window and sinks that are always kept. Such a prompt is
+    // served whole with the note, as one no longer than the window is: a request (or a server-wide
+    // --compression-ratio) must not be refused for a prompt that is merely short.
+    job->plan = PressPlanSummary{.spec = job->req.press.to_string(),
+                                 .compress = false,
+                                 .capacity = n_prompt,
+                                 .note = fmt::format("prompt kept whole: {}", e.what())};
+    job->req.press = PressSpec{};
+  }
   job->kv = project_kv(engine.info(), sh.opt->scheduler.kv_type, n_prompt, job->max_tokens, job->plan);
   return job;
 }
