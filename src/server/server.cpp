@@ -348,12 +348,25 @@ bool authorized(const ServerOptions& opt, const httplib::Request& req) {
 
 void routes(httplib::Server& http, Shared& sh) {
   const ServerOptions& opt = *sh.opt;
+  // Runs after the headers are read and before the body is.
   http.set_pre_routing_handler([&sh, &opt](const httplib::Request& req, httplib::Response& res) {
-    if (req.path == "/health" || authorized(opt, req)) return httplib::Server::HandlerResponse::Unhandled;
-    send_error(sh, res,
-               ApiError(401, "authentication_error", "invalid_api_key",
-                        "missing or wrong API key (Authorization: Bearer KEY)"));
-    return httplib::Server::HandlerResponse::Handled;
+    if (req.path != "/health" && !authorized(opt, req)) {
+      send_error(sh, res,
+                 ApiError(401, "authentication_error", "invalid_api_key",
+                          "missing or wrong API key (Authorization: Bearer KEY)"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    // cpp-httplib 0.11 checks --max-body against Content-Length only: a chunked body, or one
+    // without a length (read until the client closes), would be read into memory whole. Every
+    // body must say its length (OpenAI's clients, curl and nginx do).
+    if ((req.method == "POST" || req.method == "PUT" || req.method == "PATCH") &&
+        (req.has_header("Transfer-Encoding") || !req.has_header("Content-Length"))) {
+      send_error(sh, res,
+                 ApiError(411, "invalid_request_error", "length_required",
+                          "a request body needs a Content-Length header (chunked bodies are not accepted)"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
   });
   http.set_error_handler([&sh](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
