@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <chrono>
@@ -21,6 +22,7 @@
 #include "server/api_error.h"
 #include "server/chat_prompt.h"
 #include "server/metrics.h"
+#include "server/worker_pool.h"
 #include "snapkv/engine.h"
 #include "snapkv/error.h"
 #include "snapkv/tokenizer.h"
@@ -489,13 +491,13 @@ int run_server(const ServerOptions& opt) {
   Shared sh;
   sh.opt = &opt;
   httplib::Server http;
-  const int pool =
-      opt.http_threads > 0
-          ? opt.http_threads
-          : static_cast<int>(opt.scheduler.max_running + static_cast<int64_t>(opt.scheduler.max_queue) + 8);
-  http.new_task_queue = [pool] { return new httplib::ThreadPool(static_cast<size_t>(pool)); };
+  // One thread per open connection (cpp-httplib blocks in its reads), started as connections
+  // arrive: idle or slow clients do not make the others wait until --http-threads are busy.
+  const auto max_threads = static_cast<size_t>(opt.http_threads > 0 ? opt.http_threads : kDefaultHttpThreads);
+  http.new_task_queue = [max_threads] { return new WorkerPool(std::min<size_t>(8, max_threads), max_threads); };
   http.set_payload_max_length(opt.max_body_bytes);
-  http.set_read_timeout(10, 0);
+  const auto read_timeout_us = static_cast<int64_t>(opt.read_timeout_s * 1e6);
+  http.set_read_timeout(static_cast<time_t>(read_timeout_us / 1000000), static_cast<time_t>(read_timeout_us % 1000000));
   http.set_write_timeout(10, 0);
   http.set_keep_alive_timeout(5);
   routes(http, sh);
