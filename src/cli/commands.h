@@ -66,6 +66,8 @@ struct ServeOptions {
   std::string api_key;
   bool metrics = false;  ///< --metrics: serve GET /metrics
   int64_t max_body = 8 << 20;
+  int http_threads = 1024;   ///< --http-threads: HTTP threads (open connections served at once) at most
+  double read_timeout = 10;  ///< --read-timeout: seconds a client may stay silent while sending a request
   double shutdown_grace = 10;
   int debug_step_delay_ms = 0;  ///< tests only
   RunOptions press;             ///< only its press fields (--press, --budget, ...)

@@ -186,6 +186,14 @@ void add_serve_options(CLI::App& s, snapkv::cli::ServeOptions& o) {
   s.add_option("--max-body", o.max_body, "largest request body in bytes (then 413)")
       ->capture_default_str()
       ->check(int_in(1024, int64_t{1} << 32));
+  s.add_option("--http-threads", o.http_threads,
+               "HTTP threads at most: one per open connection, started as connections arrive (then they wait)")
+      ->capture_default_str()
+      ->check(int_in(1, 1 << 16));
+  s.add_option("--read-timeout", o.read_timeout,
+               "seconds a client may stay silent while it sends a request (then the connection is dropped)")
+      ->capture_default_str()
+      ->check(real_in(0.1, 3600));
   s.add_option("--shutdown-grace", o.shutdown_grace, "seconds running streams may finish after SIGINT/SIGTERM")
       ->capture_default_str()
       ->check(real_in(0, 3600));

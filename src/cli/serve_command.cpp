@@ -21,6 +21,8 @@ int serve_command(const ServeOptions& o) {
   so.metrics = o.metrics;
   so.max_body_bytes = static_cast<size_t>(o.max_body);
   so.shutdown_grace_s = o.shutdown_grace;
+  so.http_threads = o.http_threads;
+  so.read_timeout_s = o.read_timeout;
   so.defaults.max_tokens = o.n_predict;
   so.defaults.sampling = {.temp = o.temp, .top_k = o.top_k, .top_p = o.top_p, .seed = 0};
   server::SchedulerOptions& sc = so.scheduler;

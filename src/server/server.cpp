@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <chrono>
@@ -21,6 +22,7 @@
 #include "server/api_error.h"
 #include "server/chat_prompt.h"
 #include "server/metrics.h"
+#include "server/worker_pool.h"
 #include "snapkv/engine.h"
 #include "snapkv/error.h"
 #include "snapkv/tokenizer.h"
@@ -154,7 +156,19 @@ std::shared_ptr<Job> make_job(Shared& sh, const std::string& body, Endpoint ep) 
   const int64_t room = sh.n_ctx - n_prompt + 1;  // the last prompt position's logits give one more token
   job->max_tokens = std::min(job->req.max_tokens > 0 ? job->req.max_tokens : sh.opt->defaults.max_tokens, room);
   if (!job->req.seed_set) job->req.sampling.seed = std::random_device{}();
-  job->plan = plan_press_spec(job->req.press, n_prompt);
+  try {
+    job->plan = plan_press_spec(job->req.press, n_prompt);
+  } catch (const snapkv::Error& e) {
+    // The spec was checked when the body was parsed; what is left is a ratio that would keep
+    // fewer tokens of this prompt than the window and sinks that are always kept. Such a prompt is
+    // served whole with the note, as one no longer than the window is: a request (or a server-wide
+    // --compression-ratio) must not be refused for a prompt that is merely short.
+    job->plan = PressPlanSummary{.spec = job->req.press.to_string(),
+                                 .compress = false,
+                                 .capacity = n_prompt,
+                                 .note = fmt::format("prompt kept whole: {}", e.what())};
+    job->req.press = PressSpec{};
+  }
   job->kv = project_kv(engine.info(), sh.opt->scheduler.kv_type, n_prompt, job->max_tokens, job->plan);
   return job;
 }
@@ -336,12 +350,25 @@ bool authorized(const ServerOptions& opt, const httplib::Request& req) {
 
 void routes(httplib::Server& http, Shared& sh) {
   const ServerOptions& opt = *sh.opt;
+  // Runs after the headers are read and before the body is.
   http.set_pre_routing_handler([&sh, &opt](const httplib::Request& req, httplib::Response& res) {
-    if (req.path == "/health" || authorized(opt, req)) return httplib::Server::HandlerResponse::Unhandled;
-    send_error(sh, res,
-               ApiError(401, "authentication_error", "invalid_api_key",
-                        "missing or wrong API key (Authorization: Bearer KEY)"));
-    return httplib::Server::HandlerResponse::Handled;
+    if (req.path != "/health" && !authorized(opt, req)) {
+      send_error(sh, res,
+                 ApiError(401, "authentication_error", "invalid_api_key",
+                          "missing or wrong API key (Authorization: Bearer KEY)"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    // cpp-httplib 0.11 checks --max-body against Content-Length only: a chunked body, or one
+    // without a length (read until the client closes), would be read into memory whole. Every
+    // body must say its length (OpenAI's clients, curl and nginx do).
+    if ((req.method == "POST" || req.method == "PUT" || req.method == "PATCH") &&
+        (req.has_header("Transfer-Encoding") || !req.has_header("Content-Length"))) {
+      send_error(sh, res,
+                 ApiError(411, "invalid_request_error", "length_required",
+                          "a request body needs a Content-Length header (chunked bodies are not accepted)"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
   });
   http.set_error_handler([&sh](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
@@ -464,13 +491,13 @@ int run_server(const ServerOptions& opt) {
   Shared sh;
   sh.opt = &opt;
   httplib::Server http;
-  const int pool =
-      opt.http_threads > 0
-          ? opt.http_threads
-          : static_cast<int>(opt.scheduler.max_running + static_cast<int64_t>(opt.scheduler.max_queue) + 8);
-  http.new_task_queue = [pool] { return new httplib::ThreadPool(static_cast<size_t>(pool)); };
+  // One thread per open connection (cpp-httplib blocks in its reads), started as connections
+  // arrive: idle or slow clients do not make the others wait until --http-threads are busy.
+  const auto max_threads = static_cast<size_t>(opt.http_threads > 0 ? opt.http_threads : kDefaultHttpThreads);
+  http.new_task_queue = [max_threads] { return new WorkerPool(std::min<size_t>(8, max_threads), max_threads); };
   http.set_payload_max_length(opt.max_body_bytes);
-  http.set_read_timeout(10, 0);
+  const auto read_timeout_us = static_cast<int64_t>(opt.read_timeout_s * 1e6);
+  http.set_read_timeout(static_cast<time_t>(read_timeout_us / 1000000), static_cast<time_t>(read_timeout_us % 1000000));
   http.set_write_timeout(10, 0);
   http.set_keep_alive_timeout(5);
   routes(http, sh);

@@ -13,6 +13,9 @@
 
 namespace snapkv::server {
 
+/// HTTP threads at most by default: idle or slow connections each hold one.
+inline constexpr int kDefaultHttpThreads = 1024;
+
 struct ServerOptions {
   std::string model_path;  ///< resolved GGUF path
   std::string host = "127.0.0.1";
@@ -23,7 +26,8 @@ struct ServerOptions {
   std::string api_key;               ///< "" = no authentication
   bool metrics = true;               ///< serve GET /metrics
   size_t max_body_bytes = 8u << 20;  ///< larger bodies: 413
-  int http_threads = 0;              ///< 0: max_running + max_queue + 8
+  int http_threads = 0;              ///< most HTTP threads (one per open connection); 0: kDefaultHttpThreads
+  double read_timeout_s = 10;        ///< a connection silent this long while a request is read is dropped
   double shutdown_grace_s = 10;      ///< running streams may finish for this long after a signal
   int retry_after_s = 1;             ///< Retry-After of a 429
 };

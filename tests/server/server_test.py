@@ -216,6 +216,13 @@ def case_openai(binary):
                                       extra_body={"kv_compression": "snapkv:budget=64"})
         ext = r.model_extra["snapkv"]
         check(ext["compressed"] is False and "note" in ext, f"short prompt extension {ext}")
+        # A ratio that would keep fewer tokens than the window (32) of a prompt a little longer than it:
+        # kept whole with the note as well, not refused.
+        r = client.completions.create(model="x", prompt=stories_prompt(0, 30), max_tokens=2, temperature=0,
+                                      extra_body={"compression_ratio": 0.5})
+        ext = r.model_extra["snapkv"]
+        check(32 < r.usage.prompt_tokens < 64, f"test set-up: {r.usage.prompt_tokens} prompt tokens")
+        check(ext["compressed"] is False and "window=32" in ext.get("note", ""), f"ratio on a short prompt: {ext}")
         # Errors through the client.
         for kwargs in ({"n": 2}, {"max_tokens": -3}, {"extra_body": {"kv_compression": "nosuch"}}):
             try:
