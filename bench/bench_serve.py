@@ -641,6 +641,8 @@ def report(files: list[pathlib.Path]) -> None:
 
 def main() -> None:
     a = parse_args()
+    # SIGTERM (e.g. from timeout) unwinds like SIGINT, so that the server is stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if a.report:
         report(a.report)
         return
