@@ -2,7 +2,7 @@
 """Process tests of `snapkv serve`: real servers on 127.0.0.1 (a free port), the official `openai`
 client and raw HTTP. Each case is bounded in time; every server is stopped by the PID started here.
 
-  server_test.py --bin build/snapkv --case openai|concurrency|admission|disconnect|hostile
+  server_test.py --bin build/snapkv --case openai|concurrency|concurrency16|admission|disconnect|hostile
 """
 import argparse
 import http.client
@@ -46,11 +46,12 @@ def free_port():
 class Server:
     """A `snapkv serve` process on a free loopback port."""
 
-    def __init__(self, binary, model, *args, ready_timeout=60):
+    def __init__(self, binary, model, *args, ready_timeout=60, env=None):
         self.port = free_port()
         self.log = tempfile.NamedTemporaryFile(prefix="snapkv-serve-", suffix=".log", delete=False)
         cmd = [binary, "serve", "-m", model, "--host", "127.0.0.1", "--port", str(self.port), "-t", "1", "--metrics", *args]
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT,
+                                     env={**os.environ, **env} if env else None)
         deadline = time.time() + ready_timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:
@@ -134,11 +135,13 @@ def cli_greedy(binary, model, prompt, n, press=None, chat=False):
     return json.loads(out.stdout)
 
 
-def stream_text(srv, body, timeout=120):
-    """POSTs a streaming completion; returns (text, last chunk)."""
+def stream_text(srv, body, timeout=120, headers=None, times=None):
+    """POSTs a streaming completion (a body with "messages": a chat completion) to srv.port;
+    returns (text, last chunk). `times`, a list, gets the arrival time of every text chunk."""
+    chat = "messages" in body
     conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=timeout)
-    conn.request("POST", "/v1/completions", body=json.dumps({**body, "stream": True}),
-                 headers={"Content-Type": "application/json"})
+    conn.request("POST", "/v1/chat/completions" if chat else "/v1/completions", body=json.dumps({**body, "stream": True}),
+                 headers={"Content-Type": "application/json", **(headers or {})})
     r = conn.getresponse()
     if r.status != 200:
         fail(f"stream status {r.status}: {r.read()[:300]!r}")
@@ -154,7 +157,11 @@ def stream_text(srv, body, timeout=120):
             break
         chunk = json.loads(data)
         check("error" not in chunk, f"stream error: {chunk}")
-        text += chunk["choices"][0]["text"]
+        c = chunk["choices"][0]
+        piece = (c["delta"].get("content") or "") if chat else c["text"]
+        if piece and times is not None:
+            times.append(time.time())
+        text += piece
         last = chunk
     conn.close()
     check(done, "the stream did not end with data: [DONE]")
@@ -299,6 +306,117 @@ def case_concurrency(binary):
         srv.wait_metric("snapkv_kv_cache_bytes_in_use", lambda v: v == 0)
         srv.wait_metric("snapkv_kv_cache_bytes_reserved", lambda v: v == 0)
         check(m["snapkv_requests_running"] == 0, "requests still running")
+    finally:
+        rc = srv.stop()
+    check(rc == 0, f"exit status {rc}")
+
+
+def long_text():
+    """Natural English text for long prompts: the GPL-3 (Debian base-files), else the repository's docs."""
+    path = "/usr/share/common-licenses/GPL-3"
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    else:
+        names = [os.path.join(ROOT, "README.md")] + sorted(os.path.join(ROOT, "docs", n) for n in os.listdir(os.path.join(ROOT, "docs")))
+        text = " ".join(open(n, encoding="utf-8").read() for n in names if n.endswith(".md"))
+    return re.sub(r"\s+", " ", text)
+
+
+def case_concurrency16(binary):
+    """16 clients at once on SmolLM2: different prompts (up to ~2K tokens), different presses, both
+    routes; each stream equals the same request run alone; the KV bytes return to 0."""
+    if not os.path.exists(SMOLLM2):
+        print(f"SKIP: {SMOLLM2} missing (scripts/get-model.sh smollm2)")
+        return
+    # (approximate prompt tokens, press: a spec string, an object, or a compression_ratio, route)
+    plan = [
+        (16, None, "cmpl"), (24, "snapkv:budget=64,window=8", "chat"), (40, {"compression_ratio": 0.5}, "cmpl"),
+        (64, "streamingllm:budget=48,window=8", "cmpl"), (96, "tova:budget=48,window=8", "chat"),
+        (128, "knorm:budget=64,window=8", "cmpl"), (160, None, "chat"), (200, "h2o:budget=96,window=16", "cmpl"),
+        (256, "snapkv:ratio=0.75,window=16", "cmpl"),
+        (320, {"kv_compression": {"press": "pyramidkv", "budget": 128, "window": 16}}, "chat"),
+        (400, "adakv:budget=160,window=16", "cmpl"), (512, "random:budget=128,window=8,seed=7", "cmpl"),
+        (640, "snapkv:budget=256,window=32,kernel=5,pool=avg", "chat"), (900, "streamingllm:ratio=0.5", "cmpl"),
+        (1300, None, "cmpl"), (1900, "snapkv:budget=1024", "cmpl"),
+    ]
+    gen = 12
+    text = long_text()
+    bodies = []
+    for i, (n, press, route) in enumerate(plan):
+        start = (i * 4099) % (len(text) // 2)
+        doc = text[start:start + int(n * 5.1)]  # ~5.1 characters per token
+        if route == "chat":
+            b = {"messages": [{"role": "user", "content": doc + "\n\nSummarize the text above."}]}
+        else:
+            b = {"prompt": doc}
+        b.update({"max_tokens": gen, "temperature": 0, "ignore_eos": True})
+        if isinstance(press, str):
+            b["kv_compression"] = press
+        elif press:
+            b.update(press)
+        bodies.append(b)
+    # With AVX-512 VNNI, a quantized matmul of >= 8 rows (16 decode rows, a prefill chunk) runs the
+    # token-lane kernels, whose results differ from the decode kernels' (one row alone) by f32
+    # rounding (src/quant/quant.h, "Determinism"); that flips greedy near-ties (measured: 1 and 5 of
+    # the 16 streams differed in two runs). SNAPKV_TOKEN_LANES=0 keeps every call on the decode
+    # kernels, whose per-token results are bitwise the same in any batch: "equal to alone" is exact.
+    srv = Server(binary, SMOLLM2, "-c", "2560", "--max-queue", "32", env={"SNAPKV_TOKEN_LANES": "0"})
+    try:
+        t0 = time.time()
+        alone = [stream_text(srv, b, timeout=300) for b in bodies]
+        t_alone = time.time() - t0
+        n_prompt = [a[1]["usage"]["prompt_tokens"] for a in alone]
+        print(f"prompt tokens {n_prompt}; alone, one at a time: {t_alone:.1f}s")
+        check(max(n_prompt) >= 1700 and min(n_prompt) <= 40, f"prompt lengths {n_prompt} do not span up to ~2K")
+        n_compressed = 0
+        for i, (_, last) in enumerate(alone):
+            x = last["snapkv"]
+            if plan[i][1] is None or not x["compressed"]:  # no press, or a prompt too short for it (with the note)
+                check(not x["compressed"] and x["kv_cache_bytes"] == x["kv_cache_bytes_full"], f"{i}: {x}")
+                check(plan[i][1] is None or x.get("note"), f"{i} ({plan[i][1]}): kept whole without a note: {x}")
+            else:
+                check(x["kv_cache_bytes"] < x["kv_cache_bytes_full"], f"{i} ({plan[i][1]}): {x}")
+                n_compressed += 1
+        print(f"{n_compressed} of 16 prompts compressed")
+        check(n_compressed >= 10, f"only {n_compressed} prompts were compressed")
+        results = [None] * len(bodies)
+        errors = []
+
+        def worker(i):
+            try:
+                results[i] = stream_text(srv, bodies[i], timeout=300)
+            except BaseException as e:  # fail() raises SystemExit in a thread: keep it for the main one
+                errors.append(f"client {i}: {e!r}")
+
+        t0 = time.time()
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(bodies))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(300)
+        t_together = time.time() - t0
+        print(f"16 at once: {t_together:.1f}s")
+        check(not errors, f"clients failed: {errors}")
+        for i, r in enumerate(results):
+            check(r is not None, f"client {i} did not finish")
+            check(r[0] == alone[i][0], f"client {i} ({plan[i][1]}): together {r[0]!r} != alone {alone[i][0]!r}")
+            check(r[1]["usage"] == alone[i][1]["usage"], f"client {i} usage {r[1]['usage']} vs {alone[i][1]['usage']}")
+            check(r[1]["usage"]["completion_tokens"] == gen, f"client {i} usage {r[1]['usage']}")
+            for k in ("kv_cache_bytes", "kv_cache_bytes_full", "press", "compressed"):
+                check(r[1]["snapkv"][k] == alone[i][1]["snapkv"][k], f"client {i}: {k} {r[1]['snapkv']} vs alone")
+        m = srv.metrics()
+        peak = m["snapkv_requests_running_peak"]
+        print(f"peak running {int(peak)}, peak KV bytes {int(m['snapkv_kv_cache_bytes_in_use_peak'])}")
+        check(peak >= 12, f"the 16 clients did not run together: peak running {peak}")
+        srv.wait_metric("snapkv_kv_cache_bytes_in_use", lambda v: v == 0)
+        srv.wait_metric("snapkv_kv_cache_bytes_reserved", lambda v: v == 0)
+        m = srv.metrics()
+        check(m["snapkv_requests_running"] == 0 and m["snapkv_requests_waiting"] == 0, "requests still running")
+        check(m['snapkv_requests_finished_total{reason="length"}'] == 32, "finished requests")
+        trims, trim_s = m["snapkv_heap_trims_total"], m["snapkv_heap_trim_seconds_total"]
+        print(f"malloc_trim: {int(trims)} calls, {1000 * trim_s:.1f} ms in all; RSS {rss_kib(srv.proc.pid) // 1024} MiB")
+        check(trims >= 2, f"freed memory was returned to the OS {trims} times (malloc_trim after requests end)")
     finally:
         rc = srv.stop()
     check(rc == 0, f"exit status {rc}")
@@ -498,7 +616,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
     ap.add_argument("--case", required=True,
-                    choices=["openai", "concurrency", "admission", "disconnect", "hostile"])
+                    choices=["openai", "concurrency", "concurrency16", "admission", "disconnect", "hostile"])
     a = ap.parse_args()
     if not os.path.exists(STORIES):
         print(f"SKIP: {STORIES} missing")
