@@ -2,7 +2,7 @@
 """Process tests of `snapkv serve`: real servers on 127.0.0.1 (a free port), the official `openai`
 client and raw HTTP. Each case is bounded in time; every server is stopped by the PID started here.
 
-  server_test.py --bin build/snapkv --case openai|concurrency|concurrency16|admission|disconnect|hostile
+  server_test.py --bin build/snapkv --case openai|concurrency|concurrency16|admission|disconnect|hostile|nginx
 """
 import argparse
 import http.client
@@ -10,6 +10,7 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -871,11 +872,223 @@ def case_hostile(binary):
     check(rc == 0, f"exit status {rc}")
 
 
+def find_nginx():
+    for path in [shutil.which("nginx"), "/usr/sbin/nginx"]:
+        if path and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+class Nginx:
+    """nginx in front of replicas: deploy/nginx/snapkv.conf.in filled in, run from its own prefix
+    in a temporary directory (conf, pid, logs, temp files there; nothing under /var)."""
+
+    def __init__(self, binary, replicas, ready_timeout=30):
+        self.dir = tempfile.mkdtemp(prefix="snapkv-nginx-")
+        os.chmod(self.dir, 0o755)  # workers run as nobody when the master is root
+        self.port = free_port()
+        self.access_log = os.path.join(self.dir, "access.log")
+        with open(os.path.join(ROOT, "deploy", "nginx", "snapkv.conf.in")) as f:
+            site = f.read()
+        servers = " ".join(f"server 127.0.0.1:{r.port} max_fails=1 fail_timeout=30s;" for r in replicas)
+        site = (site.replace("@LISTEN@", f"127.0.0.1:{self.port}").replace("@REPLICAS@", servers)
+                .replace("@ACCESS_LOG@", self.access_log))
+        check("@" not in re.sub(r"#.*", "", site), "a placeholder left in the nginx config")
+        with open(os.path.join(self.dir, "snapkv.conf"), "w") as f:
+            f.write(site)
+        d = self.dir
+        with open(os.path.join(d, "nginx.conf"), "w") as f:
+            f.write(f"""worker_processes 1;
+pid {d}/nginx.pid;
+error_log {d}/error.log info;
+events {{ worker_connections 512; }}
+http {{
+    client_body_temp_path {d}/client_body;
+    proxy_temp_path {d}/proxy;
+    fastcgi_temp_path {d}/fastcgi;
+    uwsgi_temp_path {d}/uwsgi;
+    scgi_temp_path {d}/scgi;
+    include {d}/snapkv.conf;
+}}
+""")
+        cmd = [binary, "-p", d, "-c", os.path.join(d, "nginx.conf"), "-e", os.path.join(d, "error.log"),
+               "-g", "daemon off;"]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        deadline = time.time() + ready_timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                fail(f"nginx exited early ({self.proc.returncode}): {self.error_log()}")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.1)
+        self.stop()
+        fail(f"nginx not listening in {ready_timeout}s: {self.error_log()}")
+
+    def error_log(self):
+        try:
+            with open(os.path.join(self.dir, "error.log"), errors="replace") as f:
+                return f.read()[-3000:]
+        except OSError:
+            return ""
+
+    def log_lines(self):
+        """(session key, replica port of the answer, replica ports tried, status) of each request."""
+        out = []
+        with open(self.access_log) as f:
+            for line in f:
+                m = re.search(r'session="([^"]*)" upstream=(\S+(?:, \S+)*) status=(\d+)', line)
+                check(m, f"access log line {line!r}")
+                tried = [int(a.rsplit(":", 1)[1]) for a in m.group(2).split(", ") if ":" in a]
+                out.append((m.group(1), tried[-1] if tried else None, tried, int(m.group(3))))
+        return out
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGQUIT)  # graceful: the master stops its workers
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def requests_served(srv):
+    m = srv.metrics()
+    return sum(v for k, v in m.items() if k.startswith("snapkv_requests_finished_total"))
+
+
+def case_nginx(binary):
+    ngx_bin = find_nginx()
+    if ngx_bin is None:
+        print("SKIP: nginx is not installed (scripts/deps.sh installs the Debian package)")
+        return
+    replicas = [Server(binary, STORIES, "--debug-step-delay-ms", "10") for _ in range(2)]
+    ngx = None
+    try:
+        ngx = Nginx(ngx_bin, replicas)
+        by_port = {r.port: r for r in replicas}
+        prompt = "Once upon a time, there was a little girl"
+        body = {"prompt": prompt, "max_tokens": 2, "temperature": 0}
+        keys = [f"session-{i:03d}" for i in range(48)]
+        before = [requests_served(r) for r in replicas]
+        lock = threading.Lock()
+        answers = []
+
+        def send(key):
+            status, _, res = ngx_post(ngx, body, key)
+            with lock:
+                answers.append((key, status, res))
+
+        # Three rounds over all keys, eight clients at a time.
+        for _ in range(3):
+            ts = []
+            for key in keys:
+                ts.append(threading.Thread(target=send, args=(key,)))
+                ts[-1].start()
+                if len(ts) % 8 == 0:
+                    for t in ts[-8:]:
+                        t.join(60)
+            for t in ts:
+                t.join(60)
+        check(len(answers) == 3 * len(keys), f"{len(answers)} answers")
+        want_text = answers[0][2]["choices"][0]["text"]
+        for key, status, res in answers:
+            check(status == 200 and res["choices"][0]["text"] == want_text, f"{key}: {status} {res}")
+        # Requests without the header are keyed by the client's address: all on one replica.
+        for _ in range(6):
+            status, _, res = ngx_post(ngx, body, None)
+            check(status == 200, f"no session key: {status} {res}")
+        served = [requests_served(r) - b for r, b in zip(replicas, before)]
+        log = ngx.log_lines()
+        check(len(log) == 3 * len(keys) + 6, f"{len(log)} access log lines")
+        replica_of = {}
+        for key, port, tried, status in log:
+            check(status == 200 and len(tried) == 1 and port in by_port, f"log: {key} {tried} {status}")
+            replica_of.setdefault(key, set()).add(port)
+        split = {key: ports for key, ports in replica_of.items() if len(ports) > 1}
+        check(not split, f"requests with the same key reached different replicas: {split}")
+        counts = {p: sum(1 for key, port, _, _ in log if port == p) for p in by_port}
+        print(f"replicas {list(by_port)}: {counts} requests (metrics: {served}); keys per replica "
+              f"{[sum(1 for k in keys if replica_of[k] == {p}) for p in by_port]}")
+        check(all(s > 0 for s in served), f"a replica served nothing: {served}")
+        check([counts[r.port] for r in replicas] == served, f"access log {counts} vs the replicas' metrics {served}")
+
+        # Streaming through nginx: the same text as straight from the replica, token by token.
+        key = keys[0]
+        home = by_port[next(iter(replica_of[key]))]
+        sbody = {"prompt": prompt, "max_tokens": 40, "temperature": 0, "ignore_eos": True}
+        direct, _ = stream_text(home, sbody)
+        conn = http.client.HTTPConnection("127.0.0.1", home.port, timeout=60)
+        conn.request("POST", "/v1/completions", body=json.dumps({**sbody, "stream": True}),
+                     headers={"Content-Type": "application/json"})
+        r = conn.getresponse()
+        check(r.getheader("X-Accel-Buffering") == "no", f"stream headers {r.getheaders()}")  # nginx: do not buffer
+        r.read()
+        conn.close()
+        times = []
+        t0 = time.time()
+        text, last = stream_text(ngx, sbody, headers={"X-Session-Id": key}, times=times)
+        check(text == direct and last["usage"]["completion_tokens"] == 40, f"through nginx {text!r} != {direct!r}")
+        spread = times[-1] - times[0]
+        print(f"stream through nginx: {len(times)} text chunks over {spread:.2f}s (first after {times[0] - t0:.2f}s)")
+        check(len(times) >= 20 and spread >= 0.2, "the stream came through nginx in one burst (buffered?)")
+        check(ngx.log_lines()[-1][1] == home.port, "the stream went to another replica than its key's")
+
+        # The openai client with the session key as a default header.
+        try:
+            from openai import OpenAI
+        except ImportError:
+            OpenAI = None
+            print("note: the openai package is not installed; its part of the nginx case is skipped")
+        if OpenAI:
+            client = OpenAI(base_url=f"http://127.0.0.1:{ngx.port}/v1", api_key="none", max_retries=0, timeout=60,
+                            default_headers={"X-Session-Id": key})
+            r = client.completions.create(model="x", prompt=prompt, max_tokens=2, temperature=0)
+            check(r.choices[0].text == want_text, f"openai through nginx: {r.choices[0].text!r}")
+            check(ngx.log_lines()[-1][:2] == (key, home.port), f"openai request routed {ngx.log_lines()[-1]}")
+
+        # A replica dies: its keys go to the other replica (nginx tries the next one on the ring).
+        dead = replicas[0]
+        moved = [k for k in keys if replica_of[k] == {dead.port}]
+        kept = [k for k in keys if replica_of[k] == {replicas[1].port}]
+        check(moved and kept, "test set-up: both replicas should own keys")
+        check(dead.stop() == 0, "replica exit status")
+        n_log = len(ngx.log_lines())
+        for k in moved[:8] + kept[:4]:
+            status, _, res = ngx_post(ngx, body, k)
+            check(status == 200 and res["choices"][0]["text"] == want_text, f"after a replica died, {k}: {status} {res}")
+        for k, port, tried, status in ngx.log_lines()[n_log:]:
+            check(port == replicas[1].port, f"after a replica died, {k} answered by {port} (tried {tried})")
+        print(f"replica {dead.port} stopped: {len(moved[:8])} of its keys answered by {replicas[1].port}")
+    finally:
+        if ngx:
+            ngx.stop()
+        for r in replicas:
+            r.stop()
+
+
+def ngx_post(ngx, body, key, path="/v1/completions"):
+    conn = http.client.HTTPConnection("127.0.0.1", ngx.port, timeout=60)
+    try:
+        headers = {"Content-Type": "application/json"}
+        if key is not None:
+            headers["X-Session-Id"] = key
+        conn.request("POST", path, body=json.dumps(body), headers=headers)
+        r = conn.getresponse()
+        data = r.read()
+        return r.status, dict(r.getheaders()), json.loads(data) if data else None
+    finally:
+        conn.close()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
     ap.add_argument("--case", required=True,
-                    choices=["openai", "concurrency", "concurrency16", "admission", "disconnect", "hostile"])
+                    choices=["openai", "concurrency", "concurrency16", "admission", "disconnect", "hostile", "nginx"])
     a = ap.parse_args()
     if not os.path.exists(STORIES):
         print(f"SKIP: {STORIES} missing")
