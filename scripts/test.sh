@@ -37,7 +37,8 @@ if command -v clang++ >/dev/null; then
   # this build links Archer and the built-in suppressions (CMakeLists.txt, SNAPKV_TSAN). What runs:
   # the server's unit tests (the scheduler under concurrent clients among them), its process tests
   # that run requests at once (concurrency, admission, disconnect; not openai, whose SmolLM2 part
-  # is slow under TSan, nor hostile, whose RSS bound TSan's allocator breaks) and the runtime's
+  # is slow under TSan, nor hostile, whose RSS bound TSan's allocator breaks, nor concurrency16
+  # (SmolLM2, minutes under TSan) and nginx (one request at a time per replica)) and the runtime's
   # batching and multi-threaded tests except the two on Gemma 3 (minutes under TSan).
   # Archer's start-up warning about ignore_noninstrumented_modules is expected (cmake/tsan_defaults.cpp).
   echo "== Server and batching tests under ThreadSanitizer"
@@ -46,7 +47,7 @@ if command -v clang++ >/dev/null; then
   cmake --build build-tsan -j"$jobs" --target test_server test_runtime snapkv_cli
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
     ctest --test-dir build-tsan --output-on-failure -j"$jobs" --timeout 900 -L 'server|runtime' \
-    -E '^server_(openai|hostile)$|Gemma'
+    -E '^server_(openai|hostile|concurrency16|nginx)$|Gemma'
 fi
 
 if command -v clang++ >/dev/null; then

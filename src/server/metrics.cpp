@@ -102,6 +102,12 @@ void Metrics::steps(int64_t decode_rows, int64_t prefill_items) {
   step_prefills_ += prefill_items;
 }
 
+void Metrics::heap_trim(double seconds) {
+  std::lock_guard lk(m_);
+  ++heap_trims_;
+  heap_trim_s_ += seconds;
+}
+
 int64_t Metrics::running() const {
   std::lock_guard lk(m_);
   return running_;
@@ -138,6 +144,9 @@ std::string Metrics::render() const {
   counter("snapkv_engine_steps_total", "Engine::step calls.", steps_);
   counter("snapkv_engine_step_decode_rows_total", "Decode rows over all steps.", step_rows_);
   counter("snapkv_engine_step_prefill_items_total", "Prefill items over all steps.", step_prefills_);
+  counter("snapkv_heap_trims_total", "Freed heap memory returned to the OS (malloc_trim) by the scheduler.",
+          heap_trims_);
+  counter("snapkv_heap_trim_seconds_total", "Time the scheduler spent in malloc_trim.", heap_trim_s_);
   header(o, "snapkv_requests_finished_total", "Finished requests by finish reason.", "counter");
   for (const auto& [k, n] : finished_) o += fmt::format("snapkv_requests_finished_total{{reason=\"{}\"}} {}\n", k, n);
   header(o, "snapkv_admission_rejections_total", "Requests refused before admission, by reason.", "counter");

@@ -41,6 +41,7 @@ class Metrics {
   void rejected(const std::string& reason);  ///< "queue_full", "too_large", "shutting_down"
   void http_error(int status);
   void steps(int64_t decode_rows, int64_t prefill_items);
+  void heap_trim(double seconds);  ///< one malloc_trim by the scheduler, and how long it took
 
   /// Snapshot of the gauges (tests and logs).
   int64_t running() const;
@@ -54,6 +55,8 @@ class Metrics {
   int64_t running_ = 0, waiting_ = 0, running_peak_ = 0;
   size_t kv_in_use_ = 0, kv_reserved_ = 0, kv_budget_ = 0, kv_peak_ = 0;
   int64_t prompt_tokens_ = 0, generated_tokens_ = 0, steps_ = 0, step_rows_ = 0, step_prefills_ = 0;
+  int64_t heap_trims_ = 0;
+  double heap_trim_s_ = 0;
   std::vector<std::pair<std::string, int64_t>> finished_;  // by finish reason
   std::vector<std::pair<std::string, int64_t>> rejected_;  // by reason
   std::vector<std::pair<int, int64_t>> http_errors_;       // by status

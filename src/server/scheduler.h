@@ -60,6 +60,9 @@ class Scheduler {
   void loop();
   void admit_locked();
   void finish(Running& r, std::string reason, int error_status = 0, std::string error = {});
+  /// Returns freed heap memory to the OS when a sequence was freed or compressed since the last
+  /// time: at once when nothing runs (`idle`), else at most once per kTrimInterval.
+  void maybe_trim_heap(bool idle);
 
   std::shared_ptr<const Engine> engine_;
   SchedulerOptions opt_;
@@ -74,6 +77,8 @@ class Scheduler {
   bool stopping_ = false;
   Clock::time_point deadline_{};
   std::unique_ptr<Workspace> ws_;
+  bool trim_pending_ = false;  // scheduler thread only
+  Clock::time_point last_trim_{};
   std::thread thread_;
 };
 

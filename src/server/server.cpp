@@ -228,6 +228,7 @@ void completion(Shared& sh, const httplib::Request& req, httplib::Response& res,
   auto ended = std::make_shared<bool>(false);
   Shared* shp = &sh;
   res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");  // a proxy (nginx) in front must not hold the events back
   res.set_chunked_content_provider(
       "text/event-stream",
       [shp, job, id, created, ep, first, ended](size_t, httplib::DataSink& sink) {

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Runs one case of tests/server/server_test.py against build/snapkv with a Python that has the
-# official `openai` package: a virtual environment under the build directory, made (pip install
-# openai) on first use. Usage: run_server_test.sh BUILD_DIR CASE
+# official `openai` package (cases openai and nginx): a virtual environment under the build
+# directory, made (pip install openai) on first use. Usage: run_server_test.sh BUILD_DIR CASE
 set -euo pipefail
 build="$1"; case_="$2"
 here="$(cd "$(dirname "$0")" && pwd)"
 venv="$build/venv-server/openai"
 py=python3
-if [[ "$case_" == openai ]]; then
+if [[ "$case_" == openai || ( "$case_" == nginx && -x "$(command -v nginx || echo /usr/sbin/nginx)" ) ]]; then
   if ! "$venv/bin/python" -c "import openai" 2>/dev/null; then
     # One test may make it while another waits: a lock keeps two pip runs apart.
     mkdir -p "$build/venv-server"
