@@ -231,8 +231,10 @@ void Engine::step(Batch& batch, Workspace& ws) const {
           b.h = job.h.data() + parts[0].t0 * E;
           b.pos = job.pos.data() + parts[0].t0;
         } else {
-          std::memcpy(w.x.data(), w.h_dec.data(), sizeof(float) * static_cast<size_t>(rows_dec * E));
-          std::memcpy(w.pos.data(), w.pos_dec.data(), sizeof(int32_t) * static_cast<size_t>(rows_dec));
+          if (rows_dec > 0) {  // with no decode rows h_dec / pos_dec may be empty (null data)
+            std::memcpy(w.x.data(), w.h_dec.data(), sizeof(float) * static_cast<size_t>(rows_dec * E));
+            std::memcpy(w.pos.data(), w.pos_dec.data(), sizeof(int32_t) * static_cast<size_t>(rows_dec));
+          }
           for (const PrefillPart& p : parts) {
             PrefillJob& job = *plan.items[p.item]->job;
             std::memcpy(w.x.data() + p.row0 * E, job.h.data() + p.t0 * E,
@@ -244,7 +246,7 @@ void Engine::step(Batch& batch, Workspace& ws) const {
         }
         m.forward_layer(il, b);
         if (gathered) {
-          std::memcpy(w.h_dec.data(), w.x.data(), sizeof(float) * static_cast<size_t>(rows_dec * E));
+          if (rows_dec > 0) std::memcpy(w.h_dec.data(), w.x.data(), sizeof(float) * static_cast<size_t>(rows_dec * E));
           for (const PrefillPart& p : parts) {
             PrefillJob& job = *plan.items[p.item]->job;
             std::memcpy(job.h.data() + p.t0 * E, w.x.data() + p.row0 * E,
