@@ -632,28 +632,34 @@ def hostile_cases():
     return cases
 
 
+def read_answer(sock, ends=()):
+    """Reads one HTTP answer from `sock` until its Content-Length is complete or the peer closes
+    (or an exception in `ends` is raised); returns (HTTP status or None, body bytes)."""
+    got = b""
+    while True:
+        try:
+            chunk = sock.recv(65536)
+        except ends:
+            break
+        if not chunk:
+            break
+        got += chunk
+        head, sep, body = got.partition(b"\r\n\r\n")
+        m = re.search(rb"Content-Length: (\d+)", head, re.I)
+        if sep and m and len(body) >= int(m.group(1)):
+            break
+    m = re.match(rb"HTTP/1\.[01] (\d{3})", got)
+    return (int(m.group(1)) if m else None), got.partition(b"\r\n\r\n")[2]
+
+
 def raw_exchange(port, data, timeout=10):
     """Sends raw bytes; returns (HTTP status or None, body bytes) of the answer."""
     s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
     try:
         s.sendall(data)
-        got = b""
-        while True:
-            try:
-                chunk = s.recv(65536)
-            except (ConnectionResetError, socket.timeout):
-                break
-            if not chunk:
-                break
-            got += chunk
-            head, sep, body = got.partition(b"\r\n\r\n")
-            m = re.search(rb"Content-Length: (\d+)", head, re.I)
-            if sep and m and len(body) >= int(m.group(1)):
-                break
+        return read_answer(s, ends=(ConnectionResetError, socket.timeout))
     finally:
         s.close()
-    m = re.match(rb"HTTP/1\.[01] (\d{3})", got)
-    return (int(m.group(1)) if m else None), got.partition(b"\r\n\r\n")[2]
 
 
 def check_error_shape(resp, want_status, want_code, what):
@@ -689,19 +695,7 @@ class SlowClient(threading.Thread):
             for i in range(len(self.rest)):
                 time.sleep(self.gap)
                 self.sock.sendall(self.rest[i:i + 1])
-            got = b""
-            while True:
-                chunk = self.sock.recv(65536)
-                if not chunk:
-                    break
-                got += chunk
-                head, sep, body = got.partition(b"\r\n\r\n")
-                m = re.search(rb"Content-Length: (\d+)", head, re.I)
-                if sep and m and len(body) >= int(m.group(1)):
-                    break
-            m = re.match(rb"HTTP/1\.[01] (\d{3})", got)
-            self.status = int(m.group(1)) if m else None
-            self.body = got.partition(b"\r\n\r\n")[2]
+            self.status, self.body = read_answer(self.sock)
         except OSError as e:
             self.error = e
         finally:
