@@ -21,7 +21,7 @@ KvProjection project_kv(const ModelInfo& info, KVType kv_type, int64_t n_prompt,
     int64_t kept = 0, grown = 0;
     if (w > 0) {
       kept = std::min<int64_t>(n, w - 1);
-      grown = std::min<int64_t>(n + g, w);
+      grown = std::min<int64_t>(n + g, w - 1 + info.window_slack);  // decode trims only past the slack
     } else {
       kept = plan.compress ? std::min(n, plan.capacity) : n;
       grown = kept + g;

@@ -24,7 +24,8 @@ struct KvProjection {
 /// Per layer l with bytes per token b = n_head_kv x 2 x head_dim x element size:
 ///   full-attention layer: after prefill min(n, C) tokens if the plan compresses, else n;
 ///                         then + max_tokens;
-///   sliding-window layer (window w): min(n, w - 1), then at most min(n + max_tokens, w);
+///   sliding-window layer (window w, slack s = ModelInfo::window_slack): min(n, w - 1), then at
+///                         most min(n + max_tokens, w - 1 + s) (decode trims only past the slack);
 ///   prefill peak: max over l of (layers before l after prefill) + n tokens of layer l.
 KvProjection project_kv(const ModelInfo& info, KVType kv_type, int64_t n_prompt, int64_t max_tokens,
                         const PressPlanSummary& plan);

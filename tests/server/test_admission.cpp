@@ -1,7 +1,12 @@
 // Admission arithmetic of the server (src/server/admission.h).
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <random>
+
 #include "server/admission.h"
+#include "snapkv/snapkv.h"
+#include "test_util.h"
 
 namespace snapkv::server {
 namespace {
@@ -51,16 +56,62 @@ TEST(Admission, CompressedPromptAndPeak) {
 
 TEST(Admission, SlidingWindowLayers) {
   const PressPlanSummary none;
-  // Layer 0 and 2 slide over 128 tokens.
-  const KvProjection p = project_kv(info({128, 0, 128, 0}), KVType::F16, 1000, 50, none);
+  // Layer 0 and 2 slide over 128 tokens; decoding lets them hold 16 entries more before trimming.
+  ModelInfo swa = info({128, 0, 128, 0});
+  swa.window_slack = 16;
+  const KvProjection p = project_kv(swa, KVType::F16, 1000, 50, none);
   EXPECT_EQ(p.after_prefill, (2u * 127 + 2u * 1000) * 64);
-  EXPECT_EQ(p.final_bytes, (2u * 128 + 2u * 1050) * 64);
+  EXPECT_EQ(p.final_bytes, (2u * (127 + 16) + 2u * 1050) * 64);
   // Peak at layer 3: 127 + 1000 + 127 held, layer 3 at 1000.
   EXPECT_EQ(p.prefill_peak, (127u + 1000 + 127 + 1000) * 64);
   // A prompt shorter than the window is held whole.
-  const KvProjection s = project_kv(info({128, 0, 128, 0}), KVType::F16, 10, 5, none);
+  const KvProjection s = project_kv(swa, KVType::F16, 10, 5, none);
   EXPECT_EQ(s.after_prefill, 4u * 10 * 64);
   EXPECT_EQ(s.final_bytes, 4u * 15 * 64);
+}
+
+// Gemma 3 (15 of 18 layers slide over 512 tokens): a real sequence never holds more KV bytes than
+// the projection admission reserves, through the prefill and a decode that runs past the
+// sliding-window slack (520 + 70 tokens: the windows grow to 511 + 64 entries before trimming).
+TEST(Admission, GemmaSequenceStaysWithinItsProjection) {
+  if (!std::filesystem::exists(test::gemma_path())) GTEST_SKIP() << "no Gemma 3 270M (scripts/get-model.sh gemma3)";
+  const auto e = Engine::load(test::gemma_path().string());
+  const ModelInfo& mi = e->info();
+  ASSERT_GT(mi.window_slack, 0);
+  const int64_t n_prompt = 520, n_gen = 70;
+  std::mt19937_64 rng(5);
+  std::vector<int32_t> prompt(static_cast<size_t>(n_prompt));
+  for (auto& t : prompt) t = static_cast<int32_t>(3 + rng() % static_cast<uint64_t>(mi.n_vocab - 3));
+  prompt[0] = 2;  // BOS
+  for (const char* spec : {"none", "snapkv:budget=128,window=16"}) {
+    const PressSpec press = PressSpec::parse(spec);
+    const KvProjection proj = project_kv(mi, KVType::F16, n_prompt, n_gen, plan_press_spec(press, n_prompt));
+    SequenceOptions so;
+    so.n_ctx = 1024;
+    auto seq = e->new_sequence(so);
+    Workspace ws(*e);
+    PrefillOptions po;
+    po.press = press;
+    auto logits = e->prefill(*seq, prompt, po, ws);
+    EXPECT_LE(seq->stats().peak_kv_cache_bytes, proj.reserve()) << spec;
+    EXPECT_LE(seq->stats().kv_cache_bytes, proj.after_prefill) << spec;
+    Batch b;
+    size_t most = 0;
+    int32_t next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    for (int64_t i = 0; i < n_gen; ++i) {
+      b.clear();
+      b.add(*seq, next);
+      e->step(b, ws);
+      const auto l = b.logits(0);
+      next = static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
+      ASSERT_LE(seq->stats().kv_cache_bytes, proj.final_bytes) << spec << " after " << i + 1 << " tokens";
+      most = std::max(most, seq->stats().kv_cache_bytes);
+    }
+    EXPECT_LE(seq->stats().peak_kv_cache_bytes, proj.reserve()) << spec;
+    const auto per_token_layer = static_cast<size_t>(mi.n_head_kv) * 2 * static_cast<size_t>(mi.head_dim) * 2;
+    EXPECT_GE(most, proj.after_prefill + 64 * per_token_layer * 15)
+        << spec << ": the windows did not use their slack (the check would not bite)";
+  }
 }
 
 TEST(Admission, Budget) {
