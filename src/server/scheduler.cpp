@@ -241,16 +241,13 @@ void Scheduler::loop() {
     std::erase_if(running, [](const std::unique_ptr<Running>& r) { return r->done; });
     if (running.empty()) continue;
 
-    // One step: every decoding sequence's row, plus the prefill budget split among the prefilling ones.
+    // One step: every decoding sequence's row, plus the prefill budget given in admission order
+    // (the oldest prefill takes what it needs, the next one the rest, ...): first tokens come
+    // one prompt after another instead of all at the end of a wave.
     batch.clear();
     rows.clear();
     items.clear();
-    int64_t n_prefilling = 0;
-    for (auto& r : running)
-      if (!r->decoding) ++n_prefilling;
-    const int64_t n_layer = engine_->info().n_layer;
-    const int64_t share =
-        n_prefilling > 0 ? std::max(n_layer, opt_.prefill_rows_per_step / n_prefilling) : opt_.prefill_rows_per_step;
+    int64_t prefill_left = opt_.prefill_rows_per_step;
     for (auto& r : running) {
       if (r->decoding) {
         if (r->seq->n_past() >= r->seq->n_ctx()) {
@@ -259,9 +256,12 @@ void Scheduler::loop() {
         }
         batch.add(*r->seq, r->last, true);
         rows.push_back(r.get());
-      } else {
-        batch.add_prefill(*r->seq, share);
+      } else if (prefill_left > 0) {
+        const int64_t want = r->seq->prefill_rows_left();
+        const int64_t give = std::min(want, prefill_left);
+        batch.add_prefill(*r->seq, give == want ? 0 : give);  // 0: to the end
         items.push_back(r.get());
+        prefill_left -= give;
       }
     }
     if (batch.n_rows() + batch.n_prefills() > 0) {

@@ -22,12 +22,13 @@
 namespace snapkv::server {
 
 struct SchedulerOptions {
-  size_t kv_budget_bytes = 0;            ///< --kv-memory-budget (0: unlimited)
-  size_t max_queue = 64;                 ///< --max-queue: jobs waiting for admission at most
-  int64_t max_batch_rows = 512;          ///< --max-batch-rows: rows of one block call (workspace max_rows)
-  int64_t max_running = 64;              ///< sequences admitted at once at most (< max_batch_rows)
-  int64_t prefill_rows_per_step = 4096;  ///< token-layers of prefill work per step (shared by the prefilling jobs)
-  int64_t n_ctx = 0;                     ///< per sequence (0: the model's)
+  size_t kv_budget_bytes = 0;    ///< --kv-memory-budget (0: unlimited)
+  size_t max_queue = 64;         ///< --max-queue: jobs waiting for admission at most
+  int64_t max_batch_rows = 512;  ///< --max-batch-rows: rows of one block call (workspace max_rows)
+  int64_t max_running = 64;      ///< sequences admitted at once at most (< max_batch_rows)
+  int64_t prefill_rows_per_step =
+      4096;           ///< token-layers of prefill work per step (given to the prefilling jobs in admission order)
+  int64_t n_ctx = 0;  ///< per sequence (0: the model's)
   KVType kv_type = KVType::F16;
   int n_threads = 0;            ///< workspace threads (0: the engine's)
   int debug_step_delay_ms = 0;  ///< tests: sleep this long after every step (makes queues observable)

@@ -204,6 +204,35 @@ TEST(Scheduler, SubmittersAdmitTheirOwnJobsWhileOthersFinish) {
   expect_idle(metrics);
 }
 
+// The prefill budget goes to the prefilling jobs in admission order: of two equal prompts
+// submitted together, the first gets its first token a whole prefill (~10 steps of >= 10 ms)
+// before the second. An even split of the budget would give both their first token in one step.
+TEST(Scheduler, PrefillBudgetGoesInAdmissionOrder) {
+  const auto e = stories();
+  Metrics metrics;
+  SchedulerOptions so = options();
+  so.prefill_rows_per_step = 100;
+  so.debug_step_delay_ms = 10;
+  Scheduler s(e, so, metrics);
+  const auto a = make_job(*e, story(0, 20), 2, "none", true, 1), b = make_job(*e, story(0, 20), 2, "none", true, 2);
+  const auto steps = static_cast<int64_t>(a->prompt.size()) * e->info().n_layer / so.prefill_rows_per_step;
+  ASSERT_GE(steps, 8);
+  ASSERT_EQ(s.submit(a), Scheduler::Submit::Queued);
+  ASSERT_EQ(s.submit(b), Scheduler::Submit::Queued);
+  std::string ta, tb;
+  bool a_done = false, b_done = false;
+  for (int i = 0; i < 2000 && !(a_done && b_done); ++i) {
+    if (!a_done) a_done = a->take(ta, 5ms);
+    if (!b_done) b_done = b->take(tb, 5ms);
+  }
+  ASSERT_TRUE(a_done && b_done);
+  EXPECT_EQ(ta, tb);
+  EXPECT_GE(b->result().ttft_ms - a->result().ttft_ms, static_cast<double>(steps - 2) * so.debug_step_delay_ms)
+      << "first tokens at " << a->result().ttft_ms << " and " << b->result().ttft_ms << " ms, " << steps
+      << " steps per prefill";
+  expect_idle(metrics);
+}
+
 TEST(Scheduler, StopEndsQueuedAndRunningJobs) {
   const auto e = stories();
   Metrics metrics;
