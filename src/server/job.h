@@ -54,11 +54,13 @@ class Job {
   bool cancelled() const { return cancelled_.load(std::memory_order_relaxed); }
 
   // Scheduler side.
+  /// Appends the text of one step (one token's piece, after the stop filter); a stream sends
+  /// each piece as its own event.
   void push_text(const std::string& text) {
     if (text.empty()) return;
     {
       std::lock_guard lk(m_);
-      text_ += text;
+      pieces_.push_back(text);
     }
     cv_.notify_all();
   }
@@ -74,10 +76,18 @@ class Job {
   // Worker side. Waits up to `timeout` for text or the end; moves the text produced so far into
   // `out` (appending). Returns true once the job has finished and all its text was taken.
   bool take(std::string& out, std::chrono::milliseconds timeout) {
+    std::vector<std::string> pieces;
+    const bool done = take(pieces, timeout);
+    for (const std::string& p : pieces) out += p;
+    return done;
+  }
+  /// As take() above, but moves the pieces one by one into `out` (appending): a stream whose
+  /// worker fell behind still sends one event per piece, as OpenAI's API does.
+  bool take(std::vector<std::string>& out, std::chrono::milliseconds timeout) {
     std::unique_lock lk(m_);
-    cv_.wait_for(lk, timeout, [this] { return finished_ || !text_.empty(); });
-    out += text_;
-    text_.clear();
+    cv_.wait_for(lk, timeout, [this] { return finished_ || !pieces_.empty(); });
+    for (std::string& p : pieces_) out.push_back(std::move(p));
+    pieces_.clear();
     return finished_;
   }
   /// The result; call only after take() returned true.
@@ -87,7 +97,7 @@ class Job {
   std::atomic<bool> cancelled_{false};
   std::mutex m_;
   std::condition_variable cv_;
-  std::string text_;
+  std::vector<std::string> pieces_;
   bool finished_ = false;
   JobResult result_;
 };

@@ -237,13 +237,14 @@ void completion(Shared& sh, const httplib::Request& req, httplib::Response& res,
           sink.done();
           return true;
         }
-        std::string text;
-        const bool finished = job->take(text, std::chrono::milliseconds(100));
+        std::vector<std::string> pieces;
+        const bool finished = job->take(pieces, std::chrono::milliseconds(100));
         const auto send = [&sink](const json& j) {
           const std::string line = "data: " + dump(j) + "\n\n";
           return sink.write(line.data(), line.size());
         };
-        if (!text.empty() || (*first && !finished)) {
+        if (pieces.empty() && *first && !finished) pieces.emplace_back();  // the first chunk comes at once
+        for (const std::string& text : pieces) {
           json c = envelope(s, ep, id, true, created);
           c["choices"] = json::array({choice(ep, text, nullptr, true, *first)});
           *first = false;
@@ -251,7 +252,8 @@ void completion(Shared& sh, const httplib::Request& req, httplib::Response& res,
             s.scheduler->cancel(job);
             return false;
           }
-        } else if (!finished && sink.is_writable && !sink.is_writable()) {
+        }
+        if (pieces.empty() && !finished && sink.is_writable && !sink.is_writable()) {
           s.scheduler->cancel(job);
           return false;
         }
