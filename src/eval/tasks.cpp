@@ -130,14 +130,48 @@ Size size_prompt(const std::function<int64_t(int64_t, size_t)>& count_fn, const 
   if (smallest > target)
     throw Error(fmt::format("{}: a prompt of {} tokens is too short for this task (its smallest prompt has {} tokens)",
                             what, target, smallest));
-  int64_t lo = min_n, hi = max_n;
-  if (count(max_n, 0) <= target) {
-    lo = max_n;
-  } else {
-    while (hi - lo > 1) {
-      const int64_t mid = lo + (hi - lo) / 2;
-      (count(mid, 0) <= target ? lo : hi) = mid;
+  // Bracket the answer near an estimate from the tokens per unit of a small probe (tokenising a
+  // prompt far longer than the target is what costs), then bisect: lo fits, hi does not (or is
+  // max_n + 1 when max_n fits).
+  auto fits = [&](int64_t n) { return count(n, 0) <= target; };
+  int64_t lo = min_n, hi = max_n + 1;
+  const int64_t probe = std::min(max_n, min_n + 64);
+  if (probe > min_n && !fits(probe)) {
+    hi = probe;
+  } else if (probe > min_n) {
+    lo = probe;
+    const double rate =
+        std::max(1e-3, static_cast<double>(count(probe, 0) - smallest) / static_cast<double>(probe - min_n));
+    const auto est =
+        std::clamp<int64_t>(min_n + static_cast<int64_t>(static_cast<double>(target - smallest) / rate), lo, max_n);
+    int64_t step = std::max<int64_t>(4, est / 64);
+    if (fits(est)) {
+      lo = est;
+      for (int64_t b = est + step;; b += step, step *= 2) {
+        if (b >= max_n) {
+          (fits(max_n) ? lo : hi) = max_n;
+          break;
+        }
+        if (!fits(b)) {
+          hi = b;
+          break;
+        }
+        lo = b;
+      }
+    } else {
+      hi = est;
+      for (int64_t b = est - step; b > lo; b -= step, step *= 2) {
+        if (fits(b)) {
+          lo = b;
+          break;
+        }
+        hi = b;
+      }
     }
+  }
+  while (hi - lo > 1 && lo < max_n) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    (fits(mid) ? lo : hi) = mid;
   }
   if (!exact || count(lo, 0) == target) return {lo, 0, count(lo, 0)};
   for (int64_t back = 0; back < 4 && lo - back >= min_n; ++back) {

@@ -64,9 +64,10 @@ TEST(Generators, ExactTokenLengths) {
   for (const Fmt& f : formats()) {
     PromptFormat pf(*f.engine, f.mode);
     Generator g(pf);
+    const int n = f.name == "smollm2/base" ? 1 : 2;
     for (const auto& t : all_tasks()) {
-      for (int64_t len : {1024, 2048, 3000}) {
-        for (int i = 0; i < 2; ++i) {
+      for (int64_t len : {1024, 3000}) {
+        for (int i = 0; i < n; ++i) {
           const Sample s = g.make({t.name, len, 11, i, t.kind == TaskKind::NiahGrid ? 0.3 : -1});
           EXPECT_EQ(static_cast<int64_t>(s.ids.size()), len - t.gen_tokens) << f.name << " " << s.id;
           EXPECT_EQ(s.gen_tokens, t.gen_tokens);
