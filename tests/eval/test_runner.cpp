@@ -126,9 +126,10 @@ TEST(Runner, ForkBasedEqualsIndependentRunsSmolLM2) {
   if (!e) GTEST_SKIP() << "SmolLM2 not in the model cache (scripts/get-model.sh smollm2)";
   PromptFormat pf(*e, ChatMode::Auto);
   Generator g(pf);
-  const auto ss = samples(g, {{"niah_single_2", 1024, -1}, {"niah_multikey_1", 1024, -1}, {"fidelity", 1024, -1}}, 1);
-  const auto ps = presses({"none", "snapkv:ratio=0.75", "streamingllm:ratio=0.75", "h2o:ratio=0.5", "tova:ratio=0.5"});
-  fork_equals_independent(*e, ss, ps, 16);
+  // niah_multikey_1: multi asks its 4 keys from copies of one compressed state.
+  const auto ss = samples(g, {{"niah_multikey_1", 1024, -1}, {"fidelity", 1024, -1}}, 1);
+  const auto ps = presses({"none", "snapkv:ratio=0.75", "h2o:ratio=0.5"});
+  fork_equals_independent(*e, ss, ps, 8);
 }
 
 TEST(Runner, ProtocolMustFitTheSampleAndSkipDropsWork) {
