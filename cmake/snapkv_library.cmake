@@ -47,7 +47,7 @@ target_compile_features(snapkv_shared PUBLIC cxx_std_20)
 # The modules' external dependencies (fmt, OpenMP, PCRE2, ...; snapkv_flags: warnings, -march).
 target_link_libraries(snapkv_shared PRIVATE ${_snapkv_deps})
 target_link_options(snapkv_shared PRIVATE "LINKER:--version-script=${PROJECT_SOURCE_DIR}/cmake/snapkv.map")
-if(NOT SNAPKV_SANITIZE AND NOT SNAPKV_FUZZ)
+if(NOT SNAPKV_SANITIZE AND NOT SNAPKV_TSAN AND NOT SNAPKV_FUZZ)
   # Every symbol resolved at link time (not with sanitizers: clang links their runtimes into
   # executables only).
   target_link_options(snapkv_shared PRIVATE "LINKER:--no-undefined")

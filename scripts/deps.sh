@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Installs the Debian packages snapkv builds and tests with (needs root or sudo).
-# Quiet and quick when everything is already there.
+# Quiet and quick when everything is already there. nginx is for the multi-replica test
+# (tests/server, case nginx; deploy/nginx/), which runs its own nginx from a temporary prefix.
 set -euo pipefail
 PKGS=(build-essential cmake ninja-build pkg-config git python3 python3-pip
       libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev
-      libpcre2-dev libomp-dev clang libclang-rt-14-dev ccache python3-matplotlib)
+      libpcre2-dev libcpp-httplib-dev libomp-dev clang libclang-rt-14-dev ccache
+      nginx python3-matplotlib)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

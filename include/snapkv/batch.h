@@ -24,7 +24,9 @@ class Batch {
 
   /// A prefill item: this step advances seq's pending prefill (Sequence::begin_prefill) by at
   /// most `max_rows` token-layers (rows x layers; 0 = to the end), layer-major. A long prefill
-  /// thus advances a layer-chunk at a time between decode steps of other sequences. Returns the
+  /// thus advances a layer-chunk at a time between decode steps of other sequences. Chunks are
+  /// never one token long (unless the prompt is, or the workspace's max_rows < 3), so a step may
+  /// run up to two token-layers more than `max_rows`: results do not depend on the split. Returns the
   /// item index.
   int add_prefill(Sequence& seq, int64_t max_rows = 0);
 

@@ -47,6 +47,9 @@ struct ModelInfo {
   int64_t n_ctx_train = 0;        ///< context length the model was trained with (tokens)
   size_t weight_bytes = 0;        ///< bytes of the weight tensors (memory-mapped, shared by all sequences)
   std::vector<int> layer_window;  ///< per layer: sliding window in tokens, 0 = full attention (compressed by presses)
+  /// Entries a sliding-window layer may hold beyond window - 1 while decoding before it drops the
+  /// oldest (they count in the KV bytes held; memory planners must reserve them).
+  int64_t window_slack = 0;
 
   /// Bytes one token occupies in an uncompressed KV cache of element type `t`, over all layers:
   /// n_layer x n_head_kv x 2 (K and V) x head_dim x element size.

@@ -10,6 +10,7 @@
 // table of every press's keys).
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -67,5 +68,19 @@ std::vector<PressParamInfo> press_params(std::string_view name);
 /// both budget and ratio; budget < window + sinks; beta without alloc=pyramid or alpha without
 /// alloc=ada. A compressing press given neither budget nor ratio uses budget=1024.
 void validate_press_spec(const PressSpec& spec);
+
+/// What a press does to a prompt of a given length, known before any computation (the server's
+/// admission uses it to project a request's KV bytes).
+struct PressPlanSummary {
+  std::string spec = "none";  ///< canonical spec of the press
+  bool compress = false;      ///< the press removes entries from this prompt
+  int64_t capacity = 0;       ///< C: tokens kept per KV head of a compressed layer (compress only)
+  std::string note;           ///< why a requested press keeps the prompt whole ("" otherwise)
+};
+
+/// The plan of `spec` for a prompt of `n_tokens` tokens, exactly as a prefill with that press
+/// makes it: a prompt no longer than the budget, or not longer than window + sinks, is kept whole
+/// with a note. Throws snapkv::Error for a bad spec (as validate_press_spec).
+PressPlanSummary plan_press_spec(const PressSpec& spec, int64_t n_tokens);
 
 }  // namespace snapkv

@@ -96,6 +96,10 @@ class Sequence {
   void begin_prefill(std::span<const int32_t> tokens, const PrefillOptions& opt);
   /// True while a prefill is pending (begun and not finished).
   bool prefilling() const;
+  /// Prefill work still to run, in token-layers (rows x layers, the unit of Batch::add_prefill's
+  /// budget): prompt tokens x layers not yet run, minus the tokens already run of the current
+  /// layer. 0 when no prefill is pending.
+  int64_t prefill_rows_left() const;
   /// Logits of the last token of the last finished prefill (n_vocab floats). Empty before, and
   /// freed once the sequence decodes a token (they no longer describe its last position).
   std::span<const float> prefill_logits() const;

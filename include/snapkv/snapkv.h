@@ -21,5 +21,6 @@
 #include "snapkv/press_spec.h"
 #include "snapkv/sampling.h"
 #include "snapkv/sequence.h"
+#include "snapkv/stop_filter.h"
 #include "snapkv/tokenizer.h"
 #include "snapkv/workspace.h"

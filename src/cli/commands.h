@@ -7,6 +7,7 @@
 
 #include "cli/chat_prompt.h"
 #include "kv/presses/press.h"
+#include "snapkv/press_spec.h"
 
 namespace snapkv::cli {
 
@@ -39,6 +40,40 @@ struct RunOptions {
 };
 
 int run_command(const RunOptions& opt);
+
+/// The press spec the press flags of `opt` describe (--press NAME with --budget, ... or a whole
+/// --press spec; budget 1024 when a press is given without budget or ratio). Throws
+/// snapkv::Error for contradictory or invalid settings, as `run` does.
+PressSpec press_from_flags(const RunOptions& opt);
+
+/// `snapkv serve`: the OpenAI-compatible server (src/server/).
+struct ServeOptions {
+  std::string model;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  int threads = 0;
+  int64_t n_ctx = 0;
+  int n_predict = 512;  ///< max_tokens of a request that gives none
+  std::string kv_memory_budget = "0";
+  int64_t max_queue = 64;
+  int64_t max_batch_rows = 512;
+  int64_t max_running = 64;
+  int64_t prefill_rows = 4096;
+  std::string kv_type = "f16";
+  float temp = 0.8f;
+  int top_k = 40;
+  float top_p = 0.95f;
+  std::string api_key;
+  bool metrics = false;  ///< --metrics: serve GET /metrics
+  int64_t max_body = 8 << 20;
+  int http_threads = 1024;   ///< --http-threads: HTTP threads (open connections served at once) at most
+  double read_timeout = 10;  ///< --read-timeout: seconds a client may stay silent while sending a request
+  double shutdown_grace = 10;
+  int debug_step_delay_ms = 0;  ///< tests only
+  RunOptions press;             ///< only its press fields (--press, --budget, ...)
+};
+
+int serve_command(const ServeOptions& opt);
 
 /// `snapkv inspect`: architecture, hyper-parameters, metadata and tensors of a GGUF.
 int inspect_command(const std::string& model, bool json);

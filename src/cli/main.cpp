@@ -1,4 +1,5 @@
 // snapkv: command-line entry point (llama.cpp-style flags).
+//   snapkv serve    -m MODEL [--host H] [--port P] [--kv-memory-budget B] [--press ...] (src/server/)
 //   snapkv run      -m MODEL.gguf|gemma3|smollm2 (-p TEXT | -f FILE) [-n N] [-t T] [-c CTX] [--temp T] ... [--press
 //   NAME --budget C] [--chat [--system TEXT] [--messages FILE] [--chat-template FILE|NAME]]
 //   snapkv inspect  -m MODEL.gguf [--json]
@@ -27,6 +28,8 @@ constexpr int64_t kMaxSpan = int64_t{1} << 24;   // --window, --kernel, --sinks 
 constexpr const char* kModelHelp =
     "GGUF model file, or a cached model by name: gemma3 (Gemma 3 270M Q4_K_M, the default) or smollm2 "
     "(SmolLM2-135M-Instruct Q4_1); scripts/get-model.sh NAME fetches them";
+
+void add_press_options(CLI::App& app, RunOptions& o);
 
 // --system, --messages, --chat-template, --tools (run and chat-template).
 void add_chat_flags(CLI::App& app, snapkv::cli::ChatFlags& c, bool implies_chat) {
@@ -78,8 +81,21 @@ void add_run_options(CLI::App& run, RunOptions& o) {
   run.add_option("--kv-type", o.kv_type, "KV cache element type")->capture_default_str()->check(one_of({"f16", "f32"}));
   run.add_flag("--json", o.json, "print one JSON report instead of streaming text");
 
-  // Prompt KV-cache compression.
-  run.add_option_function<std::string>(
+  add_press_options(run, o);
+  run.add_option("--question", o.question,
+                 "question asked after the context (-p/-f) was prefilled and compressed (query-agnostic protocol)")
+      ->check(non_empty("omit --question to ask nothing"));
+  run.add_option("--dump-kept", o.dump_kept, "write the kept positions and scores per layer and KV head as JSON")
+      ->check(non_empty("--dump-kept FILE"));
+}
+
+// The press flags shared by run and serve.
+void add_press_options(CLI::App& app, RunOptions& o) {
+  using snapkv::cli::int_in;
+  using snapkv::cli::one_of;
+  using snapkv::cli::press_arg;
+  using snapkv::cli::real_in;
+  app.add_option_function<std::string>(
          "--press",
          [&o](const std::string& s) {
            const snapkv::PressSpec spec = snapkv::PressSpec::parse(s);
@@ -90,41 +106,101 @@ void add_run_options(CLI::App& run, RunOptions& o) {
          "snapkv:budget=512,window=16 or knorm:alloc=ada (then without the flags below)")
       ->default_str("none")
       ->check(press_arg());
-  auto* b = run.add_option_function<int64_t>(
+  auto* b = app.add_option_function<int64_t>(
                    "--budget", [&o](int64_t c) { o.press.budget = c, o.budget_set = true; },
                    "tokens kept per KV head, observation window included (default 1024)")
                 ->check(int_in(1, int64_t{1} << 40));
-  auto* r = run.add_option_function<double>(
+  auto* r = app.add_option_function<double>(
                    "--compression-ratio", [&o](double x) { o.press.compression_ratio = x, o.ratio_set = true; },
                    "fraction of prompt positions removed (alternative to --budget)")
                 ->check(real_in(0, 1, false, true));
   b->excludes(r);
-  run.add_option("--window", o.press.window, "observation window W (recent tokens always kept)")
+  app.add_option("--window", o.press.window, "observation window W (recent tokens always kept)")
       ->capture_default_str()
       ->check(int_in(1, kMaxSpan));
-  run.add_option("--kernel", o.press.kernel, "1D pooling kernel K (odd)")
+  app.add_option("--kernel", o.press.kernel, "1D pooling kernel K (odd)")
       ->capture_default_str()
       ->check(int_in(1, kMaxSpan));
-  run.add_option_function<std::string>(
+  app.add_option_function<std::string>(
          "--pool",
          [&o](const std::string& s) { o.press.pool = s == "avg" ? snapkv::PoolType::Avg : snapkv::PoolType::Max; },
          "pooling of the window's scores (default max)")
       ->check(one_of({"max", "avg"}));
-  run.add_option_function<std::string>(
+  app.add_option_function<std::string>(
          "--gqa-agg",
          [&o](const std::string& s) {
            o.press.gqa_agg = s == "max" ? snapkv::GQAAgg::Max : s == "sum" ? snapkv::GQAAgg::Sum : snapkv::GQAAgg::Mean;
          },
          "reduce query-head scores per KV head (default mean)")
       ->check(one_of({"mean", "max", "sum"}));
-  run.add_option("--sinks", o.press.sinks, "attention sinks kept by streamingllm")
+  app.add_option("--sinks", o.press.sinks, "attention sinks kept by streamingllm")
       ->capture_default_str()
       ->check(int_in(0, kMaxSpan));
-  run.add_option("--question", o.question,
-                 "question asked after the context (-p/-f) was prefilled and compressed (query-agnostic protocol)")
-      ->check(non_empty("omit --question to ask nothing"));
-  run.add_option("--dump-kept", o.dump_kept, "write the kept positions and scores per layer and KV head as JSON")
-      ->check(non_empty("--dump-kept FILE"));
+}
+
+// Press flags given, for the "spec or flags, not both" check.
+void collect_press_flags(const CLI::App& app, RunOptions& o) {
+  for (const char* f : {"--budget", "--compression-ratio", "--window", "--kernel", "--pool", "--gqa-agg", "--sinks"})
+    if (app.count(f) > 0) o.press_flags.emplace_back(f);
+}
+
+void add_serve_options(CLI::App& s, snapkv::cli::ServeOptions& o) {
+  using snapkv::cli::int_in;
+  using snapkv::cli::non_empty;
+  using snapkv::cli::one_of;
+  using snapkv::cli::real_in;
+  s.add_option("-m,--model", o.model, kModelHelp)->check(non_empty("omit -m to use the default model"));
+  s.add_option("--host", o.host, "address to listen on (127.0.0.1: this machine only)")
+      ->capture_default_str()
+      ->check(non_empty("--host ADDRESS"));
+  s.add_option("--port", o.port, "TCP port")->capture_default_str()->check(int_in(1, 65535));
+  s.add_option("-t,--threads", o.threads, "threads (0: all cores)")->capture_default_str()->check(int_in(0, 1024));
+  s.add_option("-c,--ctx-size", o.n_ctx, "context length per request in tokens (0: the model's training context)")
+      ->capture_default_str()
+      ->check(int_in(0, kMaxCount));
+  s.add_option("-n,--n-predict", o.n_predict, "max_tokens of a request that gives none")
+      ->capture_default_str()
+      ->check(int_in(1, kMaxCount));
+  s.add_option("--kv-memory-budget", o.kv_memory_budget,
+               "KV cache bytes that admitted requests may hold at most (BYTES, or with KiB/MiB/GiB; 0: unlimited)")
+      ->capture_default_str();
+  s.add_option("--max-queue", o.max_queue, "requests waiting for admission at most (then 429)")
+      ->capture_default_str()
+      ->check(int_in(0, 1 << 20));
+  s.add_option("--max-batch-rows", o.max_batch_rows, "rows of one engine block call (decode rows + a prefill chunk)")
+      ->capture_default_str()
+      ->check(int_in(2, 1 << 20));
+  s.add_option("--max-running", o.max_running, "requests running at once at most (< --max-batch-rows)")
+      ->capture_default_str()
+      ->check(int_in(1, 1 << 20));
+  s.add_option("--prefill-rows", o.prefill_rows, "token-layers of prefill work per engine step (continuous batching)")
+      ->capture_default_str()
+      ->check(int_in(1, int64_t{1} << 40));
+  s.add_option("--kv-type", o.kv_type, "KV cache element type")->capture_default_str()->check(one_of({"f16", "f32"}));
+  s.add_option("--temp", o.temp, "default temperature")->capture_default_str()->check(real_in(0, 100));
+  s.add_option("--top-k", o.top_k, "default top-k (0: off)")->capture_default_str()->check(int_in(0, kMaxCount));
+  s.add_option("--top-p", o.top_p, "default top-p (1: off)")->capture_default_str()->check(real_in(0, 1, true));
+  s.add_option("--api-key", o.api_key, "require Authorization: Bearer KEY (all routes but /health)")
+      ->check(non_empty("--api-key KEY"));
+  s.add_flag("--metrics", o.metrics, "serve Prometheus metrics at GET /metrics");
+  s.add_option("--max-body", o.max_body, "largest request body in bytes (then 413)")
+      ->capture_default_str()
+      ->check(int_in(1024, int64_t{1} << 32));
+  s.add_option("--http-threads", o.http_threads,
+               "HTTP threads at most: one per open connection, started as connections arrive (then they wait)")
+      ->capture_default_str()
+      ->check(int_in(1, 1 << 16));
+  s.add_option("--read-timeout", o.read_timeout,
+               "seconds a client may stay silent while it sends a request (then the connection is dropped)")
+      ->capture_default_str()
+      ->check(real_in(0.1, 3600));
+  s.add_option("--shutdown-grace", o.shutdown_grace, "seconds running streams may finish after SIGINT/SIGTERM")
+      ->capture_default_str()
+      ->check(real_in(0, 3600));
+  s.add_option("--debug-step-delay-ms", o.debug_step_delay_ms, "tests: sleep after every engine step")
+      ->group("")  // hidden
+      ->check(int_in(0, 10000));
+  add_press_options(s, o.press);
 }
 
 void add_eval_options(CLI::App& ev, snapkv::cli::EvalOptions& o) {
@@ -180,7 +256,7 @@ void add_eval_options(CLI::App& ev, snapkv::cli::EvalOptions& o) {
 std::string check_subcommand(int argc, char** argv) {
   if (argc < 2) return "";
   const std::string first = argv[1];
-  for (const char* ok : {"run", "inspect", "tokenize", "chat-template", "eval", "-h", "--help", "--version"}) {
+  for (const char* ok : {"run", "serve", "inspect", "tokenize", "chat-template", "eval", "-h", "--help", "--version"}) {
     if (first == ok) return "";
   }
   if (!first.empty() && first[0] == '-') {
@@ -189,7 +265,7 @@ std::string check_subcommand(int argc, char** argv) {
         snapkv::cli::printable(first));
   }
   return fmt::format(
-      "unknown subcommand '{}' (expected run, inspect, tokenize, chat-template or eval; see snapkv --help)",
+      "unknown subcommand '{}' (expected run, serve, inspect, tokenize, chat-template or eval; see snapkv --help)",
       snapkv::cli::printable(first));
 }
 
@@ -213,6 +289,10 @@ int main(int argc, char** argv) {
   RunOptions run_opt;
   auto* run = app.add_subcommand("run", "generate text from a prompt");
   add_run_options(*run, run_opt);
+
+  snapkv::cli::ServeOptions serve_opt;
+  auto* serve = app.add_subcommand("serve", "an OpenAI-compatible HTTP server with per-request KV compression");
+  add_serve_options(*serve, serve_opt);
 
   const auto model_check = snapkv::cli::non_empty("omit -m to use the default model");
   std::string inspect_model;
@@ -263,8 +343,8 @@ int main(int argc, char** argv) {
   }
   try {
     app.parse(argc, argv);
-    for (const char* f : {"--budget", "--compression-ratio", "--window", "--kernel", "--pool", "--gqa-agg", "--sinks"})
-      if (run->count(f) > 0) run_opt.press_flags.emplace_back(f);
+    collect_press_flags(*run, run_opt);
+    collect_press_flags(*serve, serve_opt.press);
   } catch (const CLI::CallForHelp& e) {
     return finish_stdout(app.exit(e));
   } catch (const CLI::CallForAllHelp& e) {
@@ -289,6 +369,7 @@ int main(int argc, char** argv) {
       ct_opt.chat_flags.add_generation_prompt = !ct_no_gen;
       rc = snapkv::cli::chat_template_command(ct_opt);
     }
+    if (*serve) rc = snapkv::cli::serve_command(serve_opt);
     if (*inspect) rc = snapkv::cli::inspect_command(inspect_model, inspect_json);
     if (*eval) rc = snapkv::cli::eval_command(eval_opt);
     if (*tokenize) {

@@ -125,6 +125,17 @@ void check_settings(const RunOptions& o) {
 
 }  // namespace
 
+PressSpec press_from_flags(const RunOptions& opt) {
+  RunOptions o = opt;
+  if (o.press.name != "none" && !o.budget_set && !o.ratio_set) o.press.budget = 1024;  // documented default
+  if (o.press.name == "none") {
+    o.press.budget = 0;
+    o.press.compression_ratio = -1;
+  }
+  check_settings(o);
+  return o.press_spec.empty() ? to_spec(o.press) : PressSpec::parse(o.press_spec);
+}
+
 int run_command(const RunOptions& opt) {
   RunOptions o = opt;
   if (o.threads <= 0) o.threads = available_cores();

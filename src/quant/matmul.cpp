@@ -2,6 +2,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
 
 #include "quant/act_quant.h"
 #include "quant/matmul_impl.h"
@@ -9,6 +11,18 @@
 #include "snapkv/error.h"
 
 namespace snapkv {
+
+namespace quant {
+
+bool token_lanes_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("SNAPKV_TOKEN_LANES");
+    return v == nullptr || std::string_view(v) != "0";
+  }();
+  return on;
+}
+
+}  // namespace quant
 
 void matmul(const WeightView& W, const float* X, int64_t n_tokens, float* Y, ThreadContext& tc) {
   const auto id = static_cast<uint32_t>(W.type);

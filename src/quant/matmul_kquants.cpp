@@ -22,7 +22,7 @@ void run(const WeightView& W, const float* X, int64_t n_tokens, float* Y, Thread
     quantize_q8k_row(X + t * W.cols, W.cols, act + static_cast<size_t>(t) * stride);
   }
 #if defined(SNAPKV_VNNI)
-  if (n_tokens >= kLaneMinTokens) {
+  if (n_tokens >= kLaneMinTokens && token_lanes_enabled()) {
     run_lanes<L>(W, act, stride, n_tokens, Y, tc);
     return;
   }

@@ -48,6 +48,7 @@ std::shared_ptr<const Engine> Engine::from_model(std::shared_ptr<const Model> mo
   i.n_ctx_train = c.n_ctx_train;
   i.weight_bytes = e->model_->weight_bytes();
   for (int il = 0; il < c.n_layer; ++il) i.layer_window.push_back(c.layer_window(il));
+  i.window_slack = KVCache::kSwaSlack;
   return e;
 }
 

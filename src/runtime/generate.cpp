@@ -11,6 +11,7 @@
 #include "snapkv/engine.h"
 #include "snapkv/error.h"
 #include "snapkv/sequence.h"
+#include "snapkv/stop_filter.h"
 #include "snapkv/tokenizer.h"
 #include "snapkv/workspace.h"
 
@@ -21,63 +22,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
-
-/// The generated text as it streams out: cut at the first stop string, holding back a tail
-/// that might still become one.
-class StopFilter {
- public:
-  explicit StopFilter(const std::vector<std::string>& stop) : stop_(stop) {
-    for (const auto& s : stop_) max_len_ = std::max(max_len_, s.size());
-  }
-  /// Appends `piece`; returns the text that is now safe to emit. Sets stopped() on a match.
-  std::string push(std::string_view piece) {
-    const size_t before = text_.size();
-    text_ += piece;
-    if (!stop_.empty()) {
-      const size_t from = before >= max_len_ ? before - max_len_ + 1 : 0;
-      size_t cut = std::string::npos;
-      for (const auto& s : stop_) {
-        if (s.empty()) continue;
-        const size_t at = text_.find(s, from);
-        if (at != std::string::npos) cut = std::min(cut, at);
-      }
-      if (cut != std::string::npos) {
-        text_.resize(cut);
-        stopped_ = true;
-        return take(text_.size());
-      }
-    }
-    return take(text_.size() - held_tail());
-  }
-  /// Everything not yet emitted (at the end of generation).
-  std::string rest() { return take(text_.size()); }
-  bool stopped() const { return stopped_; }
-  const std::string& text() const { return text_; }
-
- private:
-  // Longest suffix of the text that is a proper prefix of a stop string.
-  size_t held_tail() const {
-    size_t best = 0;
-    for (const auto& s : stop_)
-      for (size_t k = std::min(s.size() - (s.empty() ? 0 : 1), text_.size()); k > best; --k)
-        if (text_.compare(text_.size() - k, k, s, 0, k) == 0) {
-          best = k;
-          break;
-        }
-    return best;
-  }
-  std::string take(size_t end) {
-    end = std::max(end, emitted_);
-    std::string out = text_.substr(emitted_, end - emitted_);
-    emitted_ = end;
-    return out;
-  }
-  std::vector<std::string> stop_;
-  size_t max_len_ = 0;
-  std::string text_;
-  size_t emitted_ = 0;
-  bool stopped_ = false;
-};
 
 }  // namespace
 

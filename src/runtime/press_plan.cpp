@@ -20,4 +20,14 @@ PressPlan plan_press(const PressSpec& spec, int64_t n_tokens) {
 
 void validate_press(const PressSpec& spec) { make_press(spec); }
 
+PressPlanSummary plan_press_spec(const PressSpec& spec, int64_t n_tokens) {
+  const PressPlan p = plan_press(spec, n_tokens);
+  PressPlanSummary s;
+  s.spec = p.spec;
+  s.compress = p.compress;
+  s.capacity = p.capacity;
+  s.note = p.note;
+  return s;
+}
+
 }  // namespace snapkv

@@ -130,6 +130,11 @@ KVType Sequence::kv_type() const { return s_->opt.kv_type; }
 const SequenceStats& Sequence::stats() const { return s_->stats; }
 const std::vector<KeptLayer>& Sequence::kept() const { return s_->kept; }
 bool Sequence::prefilling() const { return s_->job != nullptr; }
+int64_t Sequence::prefill_rows_left() const {
+  if (!s_->job) return 0;
+  const PrefillJob& j = *s_->job;
+  return static_cast<int64_t>(s_->model->config().n_layer - j.layer) * j.n - j.done;
+}
 std::span<const float> Sequence::prefill_logits() const { return s_->last_logits; }
 const KVCache& Sequence::kv_cache() const { return s_->cache; }
 void Sequence::reset() { s_->clear(); }

@@ -45,6 +45,21 @@ void trim_swa_layer(KVLayerCache& layer) {
 /// Ids of steps, for the duplicate-sequence check (unique across workspaces).
 std::atomic<uint64_t> g_step_id{0};
 
+/// Tokens of an item's next prefill chunk at one layer: at most `room` (the rows left in this
+/// call, a hard limit), about `budget` (token-layers left this step) and `left` (tokens of the
+/// layer still to run). A one-token chunk would go to the split-K decode kernel, whose rounding
+/// differs from the blocked prefill kernel's, so results would depend on how the prompt was split
+/// (batched != alone): with max_rows >= 3 no chunk of one token is made and none is left behind
+/// (the budget may then be exceeded by up to two tokens). Returns 0 when this call has no room for such
+/// a chunk; a later call of the layer (room = max_rows) always has.
+int64_t chunk_tokens(int64_t left, int64_t budget, int64_t room, int64_t max_rows) {
+  int64_t cnt = std::min({left, budget, room});
+  if (max_rows < 3 || cnt <= 0 || cnt == left) return cnt;
+  if (cnt < 2) cnt = std::min<int64_t>(2, room);
+  if (left - cnt == 1) cnt = cnt + 1 <= room ? cnt + 1 : cnt - 1;
+  return cnt >= 2 ? cnt : 0;
+}
+
 /// Checks the batch and fills `plan` (reusing its storage).
 void check_batch(const Model& model, Batch& batch, int64_t max_rows, StepPlan& plan) {
   plan.spans.clear();
@@ -188,7 +203,7 @@ void Engine::step(Batch& batch, Workspace& ws) const {
         for (size_t i = 0; i < plan.items.size(); ++i) {
           PrefillJob& job = *plan.items[i]->job;
           if (job.layer != il || plan.budget[i] <= 0) continue;
-          const int64_t cnt = std::min({job.n - job.done, plan.budget[i], w.max_rows - n});
+          const int64_t cnt = chunk_tokens(job.n - job.done, plan.budget[i], w.max_rows - n, w.max_rows);
           if (cnt <= 0) continue;
           parts.push_back({i, job.done, cnt, n});
           n += cnt;
@@ -231,8 +246,10 @@ void Engine::step(Batch& batch, Workspace& ws) const {
           b.h = job.h.data() + parts[0].t0 * E;
           b.pos = job.pos.data() + parts[0].t0;
         } else {
-          std::memcpy(w.x.data(), w.h_dec.data(), sizeof(float) * static_cast<size_t>(rows_dec * E));
-          std::memcpy(w.pos.data(), w.pos_dec.data(), sizeof(int32_t) * static_cast<size_t>(rows_dec));
+          if (rows_dec > 0) {  // with no decode rows h_dec / pos_dec may be empty (null data)
+            std::memcpy(w.x.data(), w.h_dec.data(), sizeof(float) * static_cast<size_t>(rows_dec * E));
+            std::memcpy(w.pos.data(), w.pos_dec.data(), sizeof(int32_t) * static_cast<size_t>(rows_dec));
+          }
           for (const PrefillPart& p : parts) {
             PrefillJob& job = *plan.items[p.item]->job;
             std::memcpy(w.x.data() + p.row0 * E, job.h.data() + p.t0 * E,
@@ -244,7 +261,7 @@ void Engine::step(Batch& batch, Workspace& ws) const {
         }
         m.forward_layer(il, b);
         if (gathered) {
-          std::memcpy(w.h_dec.data(), w.x.data(), sizeof(float) * static_cast<size_t>(rows_dec * E));
+          if (rows_dec > 0) std::memcpy(w.h_dec.data(), w.x.data(), sizeof(float) * static_cast<size_t>(rows_dec * E));
           for (const PrefillPart& p : parts) {
             PrefillJob& job = *plan.items[p.item]->job;
             std::memcpy(job.h.data() + p.t0 * E, w.x.data() + p.row0 * E,

@@ -135,6 +135,49 @@ TEST(Batch, PrefillInSlicesBetweenDecodesEqualsAlone) {
   }
 }
 
+// Row budgets and workspace sizes that would split a prompt into a chunk of one token (which the
+// split-K decode kernel would run, with other rounding): the prefill still equals the one alone
+// bit for bit (logits and cache), for every split, with both cache types and a compressing press.
+TEST(Batch, PrefillSplitsNeverMakeOneTokenChunks) {
+  auto e = rtest::stories();
+  const int V = e->info().n_vocab;
+  const auto p = prompt(43, V, 31);
+  for (const KVType kv : {KVType::F32, KVType::F16})
+    for (const std::string press : {"none", "snapkv:budget=16,window=8"}) {
+      SequenceOptions so;
+      so.kv_type = kv;
+      so.n_ctx = 256;
+      PrefillOptions po;
+      po.press = PressSpec::parse(press);
+      Workspace big(*e);
+      auto ref = e->new_sequence(so);
+      const auto lr = e->prefill(*ref, p, po, big);
+      const std::vector<float> ref_logits(lr.begin(), lr.end());
+      for (const int64_t max_rows : {3, 4, 21, 42, 64}) {
+        WorkspaceOptions wo;
+        wo.max_rows = max_rows;
+        Workspace ws(*e, wo);
+        for (const int64_t budget : {0, 1, 2, 3, 20, 21, 42, 85}) {
+          const std::string at = press + " max_rows " + std::to_string(max_rows) + " budget " + std::to_string(budget) +
+                                 (kv == KVType::F16 ? " f16" : " f32");
+          auto s = e->new_sequence(so);
+          s->begin_prefill(p, po);
+          Batch b;
+          int steps = 0;
+          while (s->prefilling()) {
+            b.clear();
+            b.add_prefill(*s, budget);
+            e->step(b, ws);
+            ASSERT_LT(++steps, 500) << at;
+          }
+          const auto l = s->prefill_logits();
+          EXPECT_TRUE(std::equal(l.begin(), l.end(), ref_logits.begin())) << at;
+          rtest::expect_same_cache(s->kv_cache(), ref->kv_cache(), at);
+        }
+      }
+    }
+}
+
 // Two prefills in one step (one in slices, one whole) next to a decode row.
 TEST(Batch, TwoPrefillsAndADecodeInOneStep) {
   auto e = rtest::stories();

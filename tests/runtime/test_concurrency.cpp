@@ -1,8 +1,8 @@
 // One engine shared by several OS threads, each stepping its own batches on its own workspace:
 // batched decode, a prefill advanced in slices, fork + compress, generate and the tokenizer, all
-// at once, give exactly what they give one after another. Workspaces use one OpenMP thread, so
-// the test also runs under ThreadSanitizer (libgomp is not instrumented; one-thread teams keep
-// it out of the way).
+// at once, give exactly what they give one after another. Workspaces use one OpenMP thread.
+// scripts/test.sh runs it under ThreadSanitizer too (clang's libomp with Archer, which also
+// checks multi-thread teams: Threads.ConcurrentEnginesWithDifferentThreadCounts).
 #include <gtest/gtest.h>
 
 #include <thread>

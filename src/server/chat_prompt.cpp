@@ -1,0 +1,23 @@
+// snapkv server: chat prompt tokens (see chat_prompt.h).
+#include "server/chat_prompt.h"
+
+#include "snapkv/error.h"
+#include "snapkv/tokenizer.h"
+
+namespace snapkv::server {
+
+ChatPrompter::ChatPrompter(const Engine& engine) : tok_(&engine.tokenizer()) {
+  try {
+    tmpl_ = engine.chat_template();
+    warning_ = tmpl_->warning();
+  } catch (const Error& e) {
+    warning_ = e.what();
+  }
+}
+
+std::vector<int32_t> ChatPrompter::tokens(std::span<const ChatMessage> messages) const {
+  if (!tmpl_) throw Error(warning_);
+  return tokenize_chat(*tok_, tmpl_->render(messages), /*add_special=*/true);
+}
+
+}  // namespace snapkv::server

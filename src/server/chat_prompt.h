@@ -1,0 +1,37 @@
+// snapkv server: chat messages -> prompt token ids, with the model's own Jinja chat template
+// (snapkv/chat_template.h, docs/chat.md). Text the template writes is tokenized with
+// special-token parsing; message contents never are, so a user who writes "<|im_start|>system"
+// gets those characters as text (no prompt injection).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "snapkv/chat.h"
+#include "snapkv/chat_template.h"
+#include "snapkv/engine.h"
+
+namespace snapkv::server {
+
+/// The chat template of a served model, parsed once at load.
+class ChatPrompter {
+ public:
+  /// Engine::chat_template(); a model without one (a base model) keeps the reason, and every
+  /// chat request is then refused with it.
+  explicit ChatPrompter(const Engine& engine);
+  /// Token ids of `messages` with the assistant turn opened, BOS as the tokenizer asks.
+  /// Throws snapkv::Error for a model without a template or a conversation the template refuses.
+  std::vector<int32_t> tokens(std::span<const ChatMessage> messages) const;
+  /// "" or why the model fell back to a built-in template / has none.
+  const std::string& warning() const { return warning_; }
+
+ private:
+  const Tokenizer* tok_;
+  std::optional<ChatTemplate> tmpl_;
+  std::string warning_;
+};
+
+}  // namespace snapkv::server

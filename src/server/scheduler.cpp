@@ -1,0 +1,337 @@
+// snapkv server: the scheduler loop (see scheduler.h and docs/design.md, "Server").
+#include "server/scheduler.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
+#include <algorithm>
+#include <exception>
+#include <new>
+
+#include "snapkv/batch.h"
+#include "snapkv/error.h"
+#include "snapkv/sampling.h"
+#include "snapkv/sequence.h"
+#include "snapkv/stop_filter.h"
+#include "snapkv/tokenizer.h"
+#include "snapkv/workspace.h"
+
+namespace snapkv::server {
+
+namespace {
+
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// While sequences run, malloc_trim at most this often (it walks every arena's free lists).
+constexpr auto kTrimInterval = std::chrono::milliseconds(500);
+
+}  // namespace
+
+/// A job admitted to the engine: its sequence and the state of its generation.
+struct Scheduler::Running {
+  std::shared_ptr<Job> job;
+  std::unique_ptr<Sequence> seq;
+  Sampler sampler;
+  TokenStreamDecoder decoder;
+  StopFilter filter;
+  size_t reserved = 0;
+  bool started = false;   // begin_prefill called
+  bool decoding = false;  // prefill done
+  int32_t last = -1;      // last sampled token (the next decode row)
+  int64_t n_generated = 0;
+  Clock::time_point last_token_at{};
+  double ttft_ms = -1;
+  bool done = false;
+
+  Running(std::shared_ptr<Job> j, std::unique_ptr<Sequence> s, const Tokenizer& tok, size_t bytes)
+      : job(std::move(j)),
+        seq(std::move(s)),
+        sampler(job->req.sampling),
+        decoder(tok),
+        filter(job->req.stop),
+        reserved(bytes) {}
+};
+
+Scheduler::Scheduler(std::shared_ptr<const Engine> engine, const SchedulerOptions& opt, Metrics& metrics)
+    : engine_(std::move(engine)), opt_(opt), metrics_(metrics), budget_(opt.kv_budget_bytes) {
+  if (opt_.max_running < 1 || opt_.max_running >= opt_.max_batch_rows)
+    throw Error(fmt::format("scheduler: max_running {} must be in [1, max_batch_rows {})", opt_.max_running,
+                            opt_.max_batch_rows));
+  metrics_.set_budget(opt_.kv_budget_bytes);
+  // The workspace is made (and checked) here; only the scheduler thread uses it.
+  ws_ = std::make_unique<Workspace>(*engine_,
+                                    WorkspaceOptions{.n_threads = opt_.n_threads, .max_rows = opt_.max_batch_rows});
+  thread_ = std::thread([this] { loop(); });
+}
+
+Scheduler::~Scheduler() { stop(Clock::now()); }
+
+Scheduler::Submit Scheduler::submit(const std::shared_ptr<Job>& job) {
+  const size_t bytes = job->kv.reserve();
+  {
+    std::lock_guard lk(m_);
+    if (stopping_) return Submit::ShuttingDown;
+    if (!budget_.could_fit(bytes)) return Submit::TooLarge;
+    if (queue_.size() >= opt_.max_queue) {
+      // A full queue still lets a job in that can start right now (nothing waits before it).
+      const bool now = queue_.empty() && n_running_ < opt_.max_running && budget_.could_fit(bytes) &&
+                       (opt_.kv_budget_bytes == 0 || budget_.reserved() + bytes <= opt_.kv_budget_bytes);
+      if (!now) return Submit::QueueFull;
+    }
+    queue_.push_back(job);
+    admit_locked();
+  }
+  cv_.notify_all();
+  return Submit::Queued;
+}
+
+void Scheduler::cancel(const std::shared_ptr<Job>& job) {
+  job->cancel();
+  cv_.notify_all();
+}
+
+void Scheduler::stop(Clock::time_point deadline) {
+  {
+    std::lock_guard lk(m_);
+    if (!stopping_) {
+      stopping_ = true;
+      deadline_ = deadline;
+    } else {
+      deadline_ = std::min(deadline_, deadline);
+    }
+  }
+  cv_.notify_all();
+  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+}
+
+// Under m_: moves queued jobs into admitted_ in FIFO order while the head fits.
+void Scheduler::admit_locked() {
+  while (!queue_.empty()) {
+    const std::shared_ptr<Job>& head = queue_.front();
+    if (head->cancelled()) {
+      JobResult r;
+      r.finish_reason = "cancelled";
+      head->finish(std::move(r));
+      queue_.pop_front();
+      continue;
+    }
+    if (n_running_ >= opt_.max_running) break;
+    const size_t bytes = head->kv.reserve();
+    if (!budget_.try_reserve(bytes)) break;
+    SequenceOptions so;
+    so.n_ctx = opt_.n_ctx;
+    so.kv_type = opt_.kv_type;
+    admitted_.push_back(std::make_unique<Running>(head, engine_->new_sequence(so), engine_->tokenizer(), bytes));
+    ++n_running_;
+    queue_.pop_front();
+  }
+}
+
+void Scheduler::finish(Running& r, std::string reason, int error_status, std::string error) {
+  if (r.done) return;
+  r.done = true;
+  if (reason != "error" && reason != "cancelled") r.job->push_text(r.filter.rest());
+  JobResult res;
+  res.finish_reason = std::move(reason);
+  res.error_status = error_status;
+  res.error_message = std::move(error);
+  res.n_prompt_tokens = static_cast<int64_t>(r.job->prompt.size());
+  res.n_generated_tokens = r.n_generated;
+  const SequenceStats& st = r.seq->stats();
+  res.kv_cache_bytes = st.kv_cache_bytes;
+  res.kv_cache_bytes_full = st.kv_cache_bytes_full;
+  res.peak_kv_cache_bytes = st.peak_kv_cache_bytes;
+  res.kv_cache_bytes_reserved = r.reserved;
+  res.press = r.job->plan.spec;
+  res.compressed = st.compressed;
+  res.compression_note = r.job->plan.note;
+  res.compression_ms = st.compression_ms;
+  res.prefill_ms = st.prefill_ms;
+  const auto now = Clock::now();
+  res.ttft_ms = r.ttft_ms;
+  metrics_.request_finished(res.finish_reason, res.n_prompt_tokens, res.n_generated_tokens,
+                            res.ttft_ms >= 0 ? res.ttft_ms / 1000.0 : -1.0, seconds_between(r.job->submitted, now));
+  r.seq.reset();  // the KV cache is freed now
+  trim_pending_ = true;
+  {
+    std::lock_guard lk(m_);
+    budget_.release(r.reserved);
+    --n_running_;
+  }
+  r.job->finish(std::move(res));
+}
+
+// glibc keeps freed memory in its arenas, resident, until malloc_trim: a finished request's KV
+// cache, and the full-length per-layer copies a compression frees (+2..+25% RSS, issue 7).
+void Scheduler::maybe_trim_heap(bool idle) {
+  if (!trim_pending_) return;
+  const auto now = Clock::now();
+  if (!idle && now - last_trim_ < kTrimInterval) return;
+  trim_pending_ = false;
+#ifdef __GLIBC__
+  malloc_trim(0);
+  last_trim_ = Clock::now();
+  metrics_.heap_trim(seconds_between(now, last_trim_));
+#else
+  last_trim_ = now;
+#endif
+}
+
+void Scheduler::loop() {
+  std::vector<std::unique_ptr<Running>> running;
+  Batch batch;
+  std::vector<Running*> rows, items;
+  const Tokenizer& tok = engine_->tokenizer();
+  Workspace& ws = *ws_;
+  size_t in_use = 0;  // KV bytes held by the running sequences after the last step
+  for (;;) {
+    maybe_trim_heap(running.empty());
+    bool past_deadline = false;
+    {
+      std::unique_lock lk(m_);
+      admit_locked();
+      if (stopping_) {
+        for (auto& j : queue_) {
+          JobResult r;
+          r.finish_reason = "error";
+          r.error_status = 503;
+          r.error_message = "the server is shutting down";
+          j->finish(std::move(r));
+        }
+        queue_.clear();
+      }
+      while (!admitted_.empty()) {
+        running.push_back(std::move(admitted_.front()));
+        admitted_.pop_front();
+      }
+      if (running.empty()) {
+        in_use = 0;
+        metrics_.set_state(n_running_, static_cast<int64_t>(queue_.size()), 0, budget_.reserved());
+        if (stopping_) break;
+        cv_.wait(lk, [this] { return stopping_ || !admitted_.empty() || !queue_.empty(); });
+        continue;
+      }
+      past_deadline = stopping_ && Clock::now() >= deadline_;
+      metrics_.set_state(n_running_, static_cast<int64_t>(queue_.size()), in_use, budget_.reserved());
+    }
+
+    // Drop what was cancelled; start new prefills.
+    for (auto& r : running) {
+      if (r->job->cancelled() || past_deadline) {
+        finish(*r, "cancelled");
+        continue;
+      }
+      if (!r->started) {
+        PrefillOptions po;
+        po.press = r->job->req.press;
+        try {
+          r->seq->begin_prefill(r->job->prompt, po);
+          r->started = true;
+        } catch (const std::exception& e) {
+          finish(*r, "error", 400, e.what());
+        }
+      }
+    }
+    std::erase_if(running, [](const std::unique_ptr<Running>& r) { return r->done; });
+    if (running.empty()) continue;
+
+    // One step: every decoding sequence's row, plus the prefill budget given in admission order
+    // (the oldest prefill takes what it needs, the next one the rest, ...): first tokens come
+    // one prompt after another instead of all at the end of a wave.
+    batch.clear();
+    rows.clear();
+    items.clear();
+    int64_t prefill_left = opt_.prefill_rows_per_step;
+    for (auto& r : running) {
+      if (r->decoding) {
+        if (r->seq->n_past() >= r->seq->n_ctx()) {
+          finish(*r, "length");
+          continue;
+        }
+        batch.add(*r->seq, r->last, true);
+        rows.push_back(r.get());
+      } else if (prefill_left > 0) {
+        const int64_t want = r->seq->prefill_rows_left();
+        const int64_t give = std::min(want, prefill_left);
+        batch.add_prefill(*r->seq, give == want ? 0 : give);  // 0: to the end
+        items.push_back(r.get());
+        prefill_left -= give;
+      }
+    }
+    if (batch.n_rows() + batch.n_prefills() > 0) {
+      try {
+        engine_->step(batch, ws);
+        metrics_.steps(batch.n_rows(), batch.n_prefills());
+      } catch (const std::bad_alloc&) {
+        for (Running* r : rows) finish(*r, "error", 503, "out of memory in the engine step");
+        for (Running* r : items) finish(*r, "error", 503, "out of memory in the engine step");
+      } catch (const std::exception& e) {
+        spdlog::error("engine step failed: {}", e.what());
+        for (Running* r : rows) finish(*r, "error", 500, fmt::format("engine step failed: {}", e.what()));
+        for (Running* r : items) finish(*r, "error", 500, fmt::format("engine step failed: {}", e.what()));
+      }
+    }
+
+    if (opt_.debug_step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(opt_.debug_step_delay_ms));
+
+    // Sample and stream: decode rows, then finished prefills.
+    const auto on_logits = [&](Running& r, std::span<const float> logits) {
+      int32_t t = 0;
+      try {
+        t = r.sampler.sample(logits);
+      } catch (const std::exception& e) {
+        finish(r, "error", 500, fmt::format("sampling failed: {}", e.what()));
+        return;
+      }
+      const auto now = Clock::now();
+      if (r.n_generated == 0) {
+        r.ttft_ms = std::chrono::duration<double, std::milli>(now - r.job->submitted).count();
+      } else {
+        metrics_.inter_token(seconds_between(r.last_token_at, now));
+      }
+      r.last_token_at = now;
+      if (!r.job->req.ignore_eos && tok.is_eog(t)) {
+        r.job->push_text(r.filter.push(r.decoder.flush()));
+        finish(r, "stop");
+        return;
+      }
+      ++r.n_generated;
+      r.last = t;
+      r.job->push_text(r.filter.push(r.decoder.push(t)));
+      if (r.filter.stopped()) {
+        finish(r, "stop");
+        return;
+      }
+      if (r.n_generated >= r.job->max_tokens) {
+        r.job->push_text(r.filter.push(r.decoder.flush()));
+        finish(r, r.filter.stopped() ? "stop" : "length");
+      }
+    };
+    for (size_t i = 0; i < rows.size(); ++i)
+      if (!rows[i]->done) on_logits(*rows[i], batch.logits(static_cast<int>(i)));
+    for (size_t i = 0; i < items.size(); ++i) {
+      Running& r = *items[i];
+      if (r.done || !batch.prefill_done(static_cast<int>(i))) continue;
+      r.decoding = true;
+      metrics_.compression(r.seq->stats().compression_ms / 1000.0);
+      if (r.seq->stats().compressed) trim_pending_ = true;
+      on_logits(r, r.seq->prefill_logits());
+    }
+    std::erase_if(running, [](const std::unique_ptr<Running>& r) { return r->done; });
+
+    in_use = 0;
+    for (auto& r : running) in_use += r->seq->stats().kv_cache_bytes;
+    std::lock_guard lk(m_);
+    metrics_.set_state(n_running_, static_cast<int64_t>(queue_.size()), in_use, budget_.reserved());
+  }
+  std::lock_guard lk(m_);
+  metrics_.set_state(0, 0, 0, budget_.reserved());
+}
+
+}  // namespace snapkv::server

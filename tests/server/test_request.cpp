@@ -1,0 +1,176 @@
+// Request parsing and validation of the server (src/server/request.h).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "server/api_error.h"
+#include "server/request.h"
+#include "server/server.h"
+#include "snapkv/error.h"
+
+namespace snapkv::server {
+namespace {
+
+RequestDefaults defaults() {
+  RequestDefaults d;
+  d.max_tokens = 77;
+  d.sampling = {.temp = 0.5f, .top_k = 12, .top_p = 0.9f, .seed = 0};
+  return d;
+}
+
+CompletionRequest parse(const std::string& body, Endpoint ep = Endpoint::Completions,
+                        const RequestDefaults& d = defaults()) {
+  return parse_completion_request(body, ep, d);
+}
+
+/// The ApiError of `body`: status and code.
+std::pair<int, std::string> error_of(const std::string& body, Endpoint ep = Endpoint::Completions) {
+  try {
+    parse(body, ep);
+  } catch (const ApiError& e) {
+    return {e.status(), e.code()};
+  }
+  return {0, ""};
+}
+
+TEST(Request, CompletionFieldsAndDefaults) {
+  const CompletionRequest r = parse(R"({"model":"m","prompt":"Hello","max_tokens":5,"temperature":0,"top_p":0.5,
+                                        "top_k":3,"seed":42,"stop":["\n","END"],"stream":true,
+                                        "stream_options":{"include_usage":true},"user":"ignored"})");
+  EXPECT_EQ(r.prompt, "Hello");
+  EXPECT_EQ(r.model, "m");
+  EXPECT_EQ(r.max_tokens, 5);
+  EXPECT_EQ(r.sampling.temp, 0.0f);
+  EXPECT_EQ(r.sampling.top_p, 0.5f);
+  EXPECT_EQ(r.sampling.top_k, 3);
+  EXPECT_TRUE(r.seed_set);
+  EXPECT_EQ(r.sampling.seed, 42u);
+  ASSERT_EQ(r.stop.size(), 2u);
+  EXPECT_EQ(r.stop[1], "END");
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+  EXPECT_EQ(r.press.name, "none");
+
+  const CompletionRequest d = parse(R"({"prompt":"x","stop":"Q:","n":1,"max_tokens":null})");
+  EXPECT_EQ(d.max_tokens, -1);  // the default applies later
+  EXPECT_EQ(d.sampling.temp, 0.5f);
+  EXPECT_EQ(d.sampling.top_k, 12);
+  EXPECT_FALSE(d.seed_set);
+  ASSERT_EQ(d.stop.size(), 1u);
+  EXPECT_EQ(d.stop[0], "Q:");
+  EXPECT_FALSE(d.stream);
+}
+
+TEST(Request, ChatMessages) {
+  const CompletionRequest r = parse(
+      R"({"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":[{"type":"text","text":"Hi "},{"type":"text","text":"there"}]}],
+          "max_completion_tokens":9})",
+      Endpoint::ChatCompletions);
+  ASSERT_EQ(r.messages.size(), 2u);
+  EXPECT_EQ(r.messages[0].role, "system");
+  EXPECT_EQ(r.messages[1].content, "Hi there");
+  EXPECT_EQ(r.max_tokens, 9);
+  EXPECT_EQ(error_of(R"({"messages":[{"role":"wizard","content":"x"}]})", Endpoint::ChatCompletions).first, 400);
+  EXPECT_EQ(error_of(R"({"messages":[]})", Endpoint::ChatCompletions).first, 400);
+  EXPECT_EQ(error_of(R"({"messages":"hi"})", Endpoint::ChatCompletions).second, "invalid_type");
+  EXPECT_EQ(error_of(R"({"prompt":"hi"})", Endpoint::ChatCompletions).second, "missing_field");
+  EXPECT_EQ(
+      error_of(R"({"messages":[{"role":"user","content":[{"type":"image_url"}]}]})", Endpoint::ChatCompletions).second,
+      "invalid_value");
+}
+
+TEST(Request, MalformedAndWrongTypes) {
+  for (const char* body : {"", "{", "not json", "[1,2]", "\"str\"", "{\"prompt\":\"a\",}", "{\"prompt\":\"\xff\"}"}) {
+    const auto [status, code] = error_of(body);
+    EXPECT_EQ(status, 400) << body;
+  }
+  EXPECT_EQ(error_of("{").second, "invalid_json");
+  EXPECT_EQ(error_of("{\"prompt\":\"\xc3\x28\"}").second, "invalid_json");  // invalid UTF-8
+  EXPECT_EQ(error_of(R"({"prompt":5})").second, "invalid_type");
+  EXPECT_EQ(error_of(R"({"prompt":""})").second, "invalid_value");
+  EXPECT_EQ(error_of(R"({"prompt":"a","max_tokens":"5"})").second, "invalid_type");
+  EXPECT_EQ(error_of(R"({"prompt":"a","max_tokens":-1})").second, "invalid_value");
+  EXPECT_EQ(error_of(R"({"prompt":"a","max_tokens":0})").second, "invalid_value");
+  EXPECT_EQ(error_of(R"({"prompt":"a","max_tokens":1e300})").second, "invalid_type");
+  EXPECT_EQ(error_of(R"({"prompt":"a","max_tokens":99999999999999999999999})").first, 400);
+  EXPECT_EQ(error_of(R"({"prompt":"a","max_tokens":2.5})").second, "invalid_type");
+  EXPECT_EQ(error_of(R"({"prompt":"a","temperature":-0.1})").second, "invalid_value");
+  EXPECT_EQ(error_of(R"({"prompt":"a","temperature":"hot"})").second, "invalid_type");
+  EXPECT_EQ(error_of(R"({"prompt":"a","top_p":0})").second, "invalid_value");
+  EXPECT_EQ(error_of(R"({"prompt":"a","top_p":1.5})").second, "invalid_value");
+  EXPECT_EQ(error_of(R"({"prompt":"a","top_k":-2})").second, "invalid_value");
+  EXPECT_EQ(error_of(R"({"prompt":"a","stream":"yes"})").second, "invalid_type");
+  EXPECT_EQ(error_of(R"({"prompt":"a","stop":[1]})").second, "invalid_type");
+  EXPECT_EQ(error_of(R"({"prompt":"a","stop":[""]})").second, "invalid_value");
+  EXPECT_EQ(
+      error_of(R"({"prompt":"a","stop":["a","b","c","d","e","f","g","h","i","j","k","l","m","n","o","p","q"]})").second,
+      "invalid_value");
+  EXPECT_EQ(error_of(R"({"prompt":"a","n":2})").second, "invalid_value");
+  EXPECT_EQ(error_of(R"({"prompt":"a","n":1})").first, 0);
+  EXPECT_EQ(error_of(R"({"prompt":["a","b"]})").second, "invalid_type");
+  // 16.0 is an integer as JSON numbers go.
+  EXPECT_EQ(parse(R"({"prompt":"a","max_tokens":16.0})").max_tokens, 16);
+  EXPECT_EQ(parse(R"({"prompt":"a","seed":-1})").sampling.seed, ~uint64_t{0});
+}
+
+TEST(Request, PressExtension) {
+  CompletionRequest r = parse(R"({"prompt":"a","kv_compression":{"press":"snapkv","budget":256,"window":16}})");
+  EXPECT_EQ(r.press.name, "snapkv");
+  EXPECT_EQ(r.press.get("budget"), "256");
+  EXPECT_EQ(r.press.get("window"), "16");
+  r = parse(R"({"prompt":"a","kv_compression":"pyramidkv:budget=128"})");
+  EXPECT_EQ(r.press.name, "pyramidkv");
+  EXPECT_EQ(r.press.get("budget"), "128");
+  r = parse(R"({"prompt":"a","compression_ratio":0.5})");
+  EXPECT_EQ(r.press.name, "snapkv");
+  EXPECT_EQ(r.press.get("ratio"), "0.5");
+  r = parse(R"({"prompt":"a","kv_compression":{"press":"knorm"},"compression_ratio":0.25})");
+  EXPECT_EQ(r.press.to_string(), "knorm:ratio=0.25");
+
+  RequestDefaults d = defaults();
+  d.press = PressSpec::parse("snapkv:budget=64,window=8");
+  EXPECT_EQ(parse(R"({"prompt":"a"})", Endpoint::Completions, d).press, d.press);
+  EXPECT_EQ(parse(R"({"prompt":"a","kv_compression":"none"})", Endpoint::Completions, d).press.name, "none");
+
+  for (const char* bad :
+       {R"({"prompt":"a","kv_compression":"nosuchpress"})",
+        R"({"prompt":"a","kv_compression":{"press":"snapkv","bogus":1}})",
+        R"({"prompt":"a","kv_compression":{"press":"snapkv","budget":-5}})",
+        R"({"prompt":"a","kv_compression":{"press":"snapkv","window":true}})",
+        R"({"prompt":"a","kv_compression":{"budget":5}})",
+        R"({"prompt":"a","kv_compression":{"press":"none","budget":5}})", R"({"prompt":"a","kv_compression":7})",
+        R"({"prompt":"a","kv_compression":"snapkv:budget="})", R"({"prompt":"a","compression_ratio":1})",
+        R"({"prompt":"a","compression_ratio":"half"})",
+        R"({"prompt":"a","kv_compression":{"press":"snapkv","budget":64},"compression_ratio":0.5})"}) {
+    const auto [status, code] = error_of(bad);
+    EXPECT_EQ(status, 400) << bad;
+    EXPECT_TRUE(code == "invalid_press" || code == "invalid_type" || code == "invalid_value") << bad << " " << code;
+  }
+}
+
+TEST(Request, ErrorShape) {
+  try {
+    parse(R"({"prompt":"a","n":3})");
+    FAIL();
+  } catch (const ApiError& e) {
+    const nlohmann::json j = e.to_json();
+    EXPECT_EQ(j["error"]["type"], "invalid_request_error");
+    EXPECT_EQ(j["error"]["code"], "invalid_value");
+    EXPECT_NE(j["error"]["message"].get<std::string>().find("'n' must be 1"), std::string::npos);
+  }
+}
+
+TEST(ByteSize, Units) {
+  EXPECT_EQ(parse_byte_size("0"), 0u);
+  EXPECT_EQ(parse_byte_size("1048576"), 1048576u);
+  EXPECT_EQ(parse_byte_size("512MiB"), size_t{512} << 20);
+  EXPECT_EQ(parse_byte_size("2GiB"), size_t{2} << 30);
+  EXPECT_EQ(parse_byte_size("1.5 GiB"), size_t{3} << 29);
+  EXPECT_EQ(parse_byte_size("64KiB"), size_t{64} << 10);
+  EXPECT_EQ(parse_byte_size("100MB"), size_t{100000000});
+  for (const char* bad : {"", "MiB", "-1", "12XB", "1.5", "1..5MiB", "99999999999999GiB", "0x10"})
+    EXPECT_THROW(parse_byte_size(bad), snapkv::Error) << bad;
+}
+
+}  // namespace
+}  // namespace snapkv::server

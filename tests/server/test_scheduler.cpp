@@ -1,0 +1,291 @@
+// The scheduler (src/server/scheduler.h) under concurrent clients, in one process: threads that
+// stand for HTTP handlers tokenize, submit (retrying a full queue), stream, cancel and read the
+// metrics while the scheduler thread batches their sequences with two-thread OpenMP teams; a
+// stop with jobs queued and running ends every one of them. scripts/test.sh also runs these
+// under ThreadSanitizer, where they check the locking between the handlers and the scheduler.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "server/admission.h"
+#include "server/job.h"
+#include "server/metrics.h"
+#include "server/scheduler.h"
+#include "snapkv/snapkv.h"
+#include "test_util.h"
+
+namespace snapkv::server {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::shared_ptr<const Engine> stories() {
+  EngineOptions o;
+  o.n_threads = 2;
+  return Engine::load((test::shared_dir() / "models" / "stories260K.gguf").string(), o);
+}
+
+std::string story(int i, int repeats) {
+  static const char* names[] = {"Lily", "Tom", "Sue", "Max", "Ben", "Amy", "Sam", "Mia"};
+  std::string s;
+  for (int r = 0; r < repeats; ++r) s += std::string("Once upon a time, ") + names[i % 8] + " had a red ball. ";
+  return s;
+}
+
+/// A job as the server's handlers make it (server.cpp, make_job): tokenized on the calling
+/// thread, the press planned and the KV bytes projected. Seeded sampling unless `greedy`.
+std::shared_ptr<Job> make_job(const Engine& e, const std::string& prompt, int64_t max_tokens, const char* press,
+                              bool greedy, uint64_t seed) {
+  auto job = std::make_shared<Job>();
+  job->req.prompt = prompt;
+  job->req.ignore_eos = true;
+  job->req.press = PressSpec::parse(press);
+  if (greedy) job->req.sampling.temp = 0;
+  job->req.sampling.seed = seed;
+  job->prompt = e.tokenizer().encode(prompt, /*add_special=*/true, /*parse_special=*/false);
+  const auto n = static_cast<int64_t>(job->prompt.size());
+  job->max_tokens = max_tokens;
+  job->plan = plan_press_spec(job->req.press, n);
+  job->kv = project_kv(e.info(), KVType::F16, n, max_tokens, job->plan);
+  return job;
+}
+
+/// Submits `job`, retrying while the queue is full, then takes its text until it ends. With
+/// `cancel_after` >= 0, cancels it once that many bytes of text arrived.
+std::string run(Scheduler& s, const std::shared_ptr<Job>& job, long cancel_after = -1) {
+  for (;;) {
+    const Scheduler::Submit r = s.submit(job);
+    if (r == Scheduler::Submit::Queued) break;
+    EXPECT_EQ(r, Scheduler::Submit::QueueFull);
+    if (r != Scheduler::Submit::QueueFull) return {};
+    std::this_thread::sleep_for(200us);
+  }
+  std::string text;
+  bool cancelled = false;
+  while (!job->take(text, 50ms)) {
+    if (cancel_after >= 0 && !cancelled && static_cast<long>(text.size()) >= cancel_after) {
+      s.cancel(job);
+      cancelled = true;
+    }
+  }
+  return text;
+}
+
+SchedulerOptions options() {
+  SchedulerOptions so;
+  so.max_running = 3;
+  so.max_queue = 2;
+  so.max_batch_rows = 64;
+  so.prefill_rows_per_step = 256;  // prompts take several steps: prefill chunks join decode rows
+  so.n_ctx = 512;
+  so.n_threads = 2;
+  return so;
+}
+
+/// Waits (bounded) until the scheduler's gauges say nothing runs and no KV bytes are held: the
+/// loop sets them after the step in which the last job finished.
+void expect_idle(const Metrics& m) {
+  for (int i = 0; i < 400 && (m.running() != 0 || m.kv_bytes_in_use() != 0); ++i) std::this_thread::sleep_for(5ms);
+  EXPECT_EQ(m.running(), 0);
+  EXPECT_EQ(m.kv_bytes_in_use(), 0u);
+}
+
+struct Case {
+  int words;
+  int64_t max_tokens;
+  const char* press;
+  bool greedy;
+};
+
+const Case kCases[] = {
+    {4, 24, "none", true},
+    {10, 20, "snapkv:budget=24,window=4", true},
+    {6, 28, "tova:budget=20,window=4", false},
+    {12, 16, "pyramidkv:budget=32,window=4", false},
+    {3, 30, "none", false},
+    {8, 18, "streamingllm:budget=20,window=8", true},
+};
+
+TEST(Scheduler, ConcurrentClientsGetWhatTheyGetAlone) {
+  const auto e = stories();
+  const int n = static_cast<int>(std::size(kCases));
+  const auto job = [&](int i) {
+    const Case& c = kCases[i];
+    return make_job(*e, story(i, c.words), c.max_tokens, c.press, c.greedy, 1000 + static_cast<uint64_t>(i));
+  };
+  // A budget that holds two or three of the jobs: admission waits for bytes as well as slots, and
+  // a client retrying a full queue reads the reserved bytes while the scheduler releases them.
+  auto cancelled = make_job(*e, story(1, 2), 200, "none", false, 7);
+  size_t biggest = cancelled->kv.reserve();
+  for (int i = 0; i < n; ++i) biggest = std::max(biggest, job(i)->kv.reserve());
+  SchedulerOptions so = options();
+  so.kv_budget_bytes = biggest * 5 / 2;
+  Metrics metrics;
+  Scheduler s(e, so, metrics);
+  std::vector<std::string> alone;
+  for (int i = 0; i < n; ++i) {
+    const auto j = job(i);
+    alone.push_back(run(s, j));
+    ASSERT_EQ(j->result().finish_reason, "length") << i;
+    ASSERT_EQ(j->result().n_generated_tokens, kCases[i].max_tokens) << i;
+  }
+
+  // Every client at once (more than max_running + max_queue: some retry a full queue), one more
+  // that cancels its stream after the first text, and a reader of the metrics.
+  std::vector<std::string> got(static_cast<size_t>(n));
+  std::vector<std::shared_ptr<Job>> jobs(static_cast<size_t>(n));
+  std::atomic<bool> done{false};
+  std::vector<std::thread> clients;
+  for (int i = 0; i < n; ++i)
+    clients.emplace_back([&, i] {
+      jobs[static_cast<size_t>(i)] = job(i);
+      got[static_cast<size_t>(i)] = run(s, jobs[static_cast<size_t>(i)]);
+    });
+  clients.emplace_back([&] { run(s, cancelled, /*cancel_after=*/1); });
+  std::thread reader([&] {
+    size_t bytes = 0;
+    while (!done.load()) {
+      bytes += metrics.render().size();
+      std::this_thread::sleep_for(1ms);
+    }
+    EXPECT_GT(bytes, 0u);
+  });
+  for (auto& t : clients) t.join();
+  done.store(true);
+  reader.join();
+
+  for (int i = 0; i < n; ++i) {
+    const JobResult& r = jobs[static_cast<size_t>(i)]->result();
+    EXPECT_EQ(got[static_cast<size_t>(i)], alone[static_cast<size_t>(i)]) << "client " << i;
+    EXPECT_EQ(r.finish_reason, "length") << "client " << i;
+    EXPECT_EQ(r.n_generated_tokens, kCases[i].max_tokens) << "client " << i;
+  }
+  EXPECT_EQ(cancelled->result().finish_reason, "cancelled");
+  EXPECT_LT(cancelled->result().n_generated_tokens, 200);
+  expect_idle(metrics);
+  const std::string text = metrics.render();
+  EXPECT_NE(text.find("snapkv_requests_finished_total{reason=\"cancelled\"} 1"), std::string::npos) << text;
+}
+
+TEST(Scheduler, SubmittersAdmitTheirOwnJobsWhileOthersFinish) {
+  // No queue (--max-queue 0): a job is taken only if it can start at once, so every admission
+  // (slot and KV bytes) is made by the submitting thread, while the scheduler thread finishes
+  // other jobs and returns theirs.
+  const auto e = stories();
+  SchedulerOptions so = options();
+  so.max_queue = 0;
+  so.max_running = 2;
+  const auto job = [&](int t, int k) {
+    return make_job(*e, story(t + k, 1), 1 + k % 3, "none", k % 2 == 0, 10 * t + k);
+  };
+  so.kv_budget_bytes = job(0, 2)->kv.reserve() * 3;
+  Metrics metrics;
+  Scheduler s(e, so, metrics);
+  std::vector<std::thread> clients;
+  std::atomic<int> n_done{0};
+  for (int t = 0; t < 4; ++t)
+    clients.emplace_back([&, t] {
+      for (int k = 0; k < 8; ++k) {
+        const auto j = job(t, k);
+        run(s, j);
+        EXPECT_EQ(j->result().finish_reason, "length");
+        EXPECT_EQ(j->result().n_generated_tokens, j->max_tokens);
+        ++n_done;
+      }
+    });
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(n_done.load(), 32);
+  expect_idle(metrics);
+}
+
+// The prefill budget goes to the prefilling jobs in admission order: of two equal prompts
+// submitted together, the first gets its first token a whole prefill (~10 steps of >= 10 ms)
+// before the second. An even split of the budget would give both their first token in one step.
+TEST(Scheduler, PrefillBudgetGoesInAdmissionOrder) {
+  const auto e = stories();
+  Metrics metrics;
+  SchedulerOptions so = options();
+  so.prefill_rows_per_step = 100;
+  so.debug_step_delay_ms = 10;
+  Scheduler s(e, so, metrics);
+  const auto a = make_job(*e, story(0, 20), 2, "none", true, 1), b = make_job(*e, story(0, 20), 2, "none", true, 2);
+  const auto steps = static_cast<int64_t>(a->prompt.size()) * e->info().n_layer / so.prefill_rows_per_step;
+  ASSERT_GE(steps, 8);
+  ASSERT_EQ(s.submit(a), Scheduler::Submit::Queued);
+  ASSERT_EQ(s.submit(b), Scheduler::Submit::Queued);
+  std::string ta, tb;
+  bool a_done = false, b_done = false;
+  for (int i = 0; i < 2000 && !(a_done && b_done); ++i) {
+    if (!a_done) a_done = a->take(ta, 5ms);
+    if (!b_done) b_done = b->take(tb, 5ms);
+  }
+  ASSERT_TRUE(a_done && b_done);
+  EXPECT_EQ(ta, tb);
+  EXPECT_GE(b->result().ttft_ms - a->result().ttft_ms, static_cast<double>(steps - 2) * so.debug_step_delay_ms)
+      << "first tokens at " << a->result().ttft_ms << " and " << b->result().ttft_ms << " ms, " << steps
+      << " steps per prefill";
+  expect_idle(metrics);
+}
+
+TEST(Scheduler, StopEndsQueuedAndRunningJobs) {
+  const auto e = stories();
+  Metrics metrics;
+  SchedulerOptions so = options();
+  so.max_running = 2;
+  so.max_queue = 8;
+  so.debug_step_delay_ms = 2;  // 400 tokens take far longer than the test waits
+  auto s = std::make_unique<Scheduler>(e, so, metrics);
+  const auto job = [&](int i) { return make_job(*e, story(i, 3), 400, "none", i % 2 == 0, 50 + i); };
+  std::vector<std::shared_ptr<Job>> jobs;
+  std::vector<std::thread> clients;
+  const auto start = [&](int i) {
+    jobs.push_back(job(i));
+    ASSERT_EQ(s->submit(jobs.back()), Scheduler::Submit::Queued);
+    clients.emplace_back([j = jobs.back()] {
+      std::string text;
+      while (!j->take(text, 50ms)) {
+      }
+    });
+  };
+  for (int i = 0; i < 2; ++i) start(i);
+  for (int i = 0; i < 400 && metrics.running() < 2; ++i) std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(metrics.running(), 2);
+
+  // A queued job cancelled before it is admitted is dropped without running.
+  auto dropped = job(7);
+  ASSERT_EQ(s->submit(dropped), Scheduler::Submit::Queued);
+  s->cancel(dropped);
+  std::string text;
+  for (int i = 0; i < 100 && !dropped->take(text, 50ms); ++i) {
+  }
+  ASSERT_TRUE(dropped->take(text, 0ms));
+  EXPECT_EQ(dropped->result().finish_reason, "cancelled");
+  EXPECT_EQ(dropped->result().n_generated_tokens, 0);
+  EXPECT_EQ(text, "");
+
+  for (int i = 2; i < 6; ++i) start(i);  // queued behind the two running ones
+  std::this_thread::sleep_for(20ms);
+  s->stop(Clock::now() + 30ms);  // from a thread other than the clients'
+  for (auto& t : clients) t.join();
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const JobResult& r = jobs[i]->result();
+    if (i < 2) {
+      EXPECT_EQ(r.finish_reason, "cancelled") << i;  // running at the deadline
+    } else {
+      EXPECT_EQ(r.finish_reason, "error") << i;  // queued at stop(): 503
+      EXPECT_EQ(r.error_status, 503) << i;
+    }
+  }
+  EXPECT_EQ(s->submit(job(9)), Scheduler::Submit::ShuttingDown);
+  expect_idle(metrics);
+  s.reset();  // the thread has exited: the destructor's stop() joins nothing
+}
+
+}  // namespace
+}  // namespace snapkv::server
