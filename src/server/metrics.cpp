@@ -112,6 +112,10 @@ int64_t Metrics::running() const {
   std::lock_guard lk(m_);
   return running_;
 }
+int64_t Metrics::running_peak() const {
+  std::lock_guard lk(m_);
+  return running_peak_;
+}
 int64_t Metrics::waiting() const {
   std::lock_guard lk(m_);
   return waiting_;

@@ -45,6 +45,7 @@ class Metrics {
 
   /// Snapshot of the gauges (tests and logs).
   int64_t running() const;
+  int64_t running_peak() const;  ///< most requests running at once so far
   int64_t waiting() const;
   size_t kv_bytes_in_use() const;
 

@@ -40,10 +40,11 @@ struct Scheduler::Running {
   Sampler sampler;
   TokenStreamDecoder decoder;
   StopFilter filter;
-  size_t reserved = 0;
-  bool started = false;   // begin_prefill called
-  bool decoding = false;  // prefill done
-  int32_t last = -1;      // last sampled token (the next decode row)
+  size_t reserved = 0;           // KV bytes reserved now (the final size once the prefill is done)
+  size_t reserved_admitted = 0;  // what admission reserved (max of the prefill peak and the final size)
+  bool started = false;          // begin_prefill called
+  bool decoding = false;         // prefill done
+  int32_t last = -1;             // last sampled token (the next decode row)
   int64_t n_generated = 0;
   Clock::time_point last_token_at{};
   double ttft_ms = -1;
@@ -55,7 +56,8 @@ struct Scheduler::Running {
         sampler(job->req.sampling),
         decoder(tok),
         filter(job->req.stop),
-        reserved(bytes) {}
+        reserved(bytes),
+        reserved_admitted(bytes) {}
 };
 
 Scheduler::Scheduler(std::shared_ptr<const Engine> engine, const SchedulerOptions& opt, Metrics& metrics)
@@ -147,7 +149,7 @@ void Scheduler::finish(Running& r, std::string reason, int error_status, std::st
   res.kv_cache_bytes = st.kv_cache_bytes;
   res.kv_cache_bytes_full = st.kv_cache_bytes_full;
   res.peak_kv_cache_bytes = st.peak_kv_cache_bytes;
-  res.kv_cache_bytes_reserved = r.reserved;
+  res.kv_cache_bytes_reserved = r.reserved_admitted;
   res.press = r.job->plan.spec;
   res.compressed = st.compressed;
   res.compression_note = r.job->plan.note;
@@ -319,6 +321,13 @@ void Scheduler::loop() {
       Running& r = *items[i];
       if (r.done || !batch.prefill_done(static_cast<int>(i))) continue;
       r.decoding = true;
+      // Its prefill peak is behind it: from now on it holds at most its final size (prompt after
+      // compression + max_tokens), so the rest of its reservation goes back to the budget.
+      if (r.job->kv.final_bytes < r.reserved) {
+        std::lock_guard lk(m_);
+        budget_.release(r.reserved - r.job->kv.final_bytes);
+        r.reserved = r.job->kv.final_bytes;
+      }
       metrics_.compression(r.seq->stats().compression_ms / 1000.0);
       if (r.seq->stats().compressed) trim_pending_ = true;
       on_logits(r, r.seq->prefill_logits());

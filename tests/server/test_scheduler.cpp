@@ -233,6 +233,38 @@ TEST(Scheduler, PrefillBudgetGoesInAdmissionOrder) {
   expect_idle(metrics);
 }
 
+// A request keeps its prefill peak reserved only while it prefills: with a budget of one
+// compressed request's peak plus its final size, the second request starts as soon as the first
+// has compressed its prompt (while the first still decodes), not when the first ends.
+TEST(Scheduler, ReservationShrinksToTheFinalSizeAfterPrefill) {
+  const auto e = stories();
+  Metrics metrics;
+  SchedulerOptions so = options();
+  so.debug_step_delay_ms = 2;
+  const auto job = [&](uint64_t seed) {
+    return make_job(*e, story(0, 20), 8, "snapkv:budget=24,window=4", true, seed);
+  };
+  const auto a = job(1), b = job(2);
+  ASSERT_GT(a->kv.prefill_peak, a->kv.final_bytes);
+  so.kv_budget_bytes = a->kv.reserve() + a->kv.final_bytes;
+  ASSERT_LT(so.kv_budget_bytes, 2 * a->kv.reserve());  // the two peaks never fit at once
+  Scheduler s(e, so, metrics);
+  ASSERT_EQ(s.submit(a), Scheduler::Submit::Queued);
+  ASSERT_EQ(s.submit(b), Scheduler::Submit::Queued);
+  std::string ta, tb;
+  bool a_done = false, b_done = false;
+  for (int i = 0; i < 2000 && !(a_done && b_done); ++i) {
+    if (!a_done) a_done = a->take(ta, 5ms);
+    if (!b_done) b_done = b->take(tb, 5ms);
+  }
+  ASSERT_TRUE(a_done && b_done);
+  EXPECT_EQ(ta, tb);
+  EXPECT_EQ(metrics.running_peak(), 2);
+  EXPECT_EQ(a->result().kv_cache_bytes_reserved, a->kv.reserve());  // what admission reserved
+  EXPECT_LE(a->result().kv_cache_bytes, a->kv.final_bytes);
+  expect_idle(metrics);
+}
+
 TEST(Scheduler, StopEndsQueuedAndRunningJobs) {
   const auto e = stories();
   Metrics metrics;
