@@ -88,8 +88,8 @@ def niah_heatmaps(d, records, out):
         for (dd, ll), v in c.items():
             grid[depths.index(dd)][lengths.index(ll)] = sum(v) / len(v)
         fig, ax = plt.subplots(figsize=(1.2 + 1.1 * len(lengths), 0.9 + 0.38 * len(depths)))
-        masked = [[float("nan") if x is None else x for x in row] for row in grid]
-        im = ax.imshow(masked, cmap="RdYlGn", vmin=0, vmax=1, aspect="auto", interpolation="nearest")
+        masked = [[float("nan") if x is None else 100 * x for x in row] for row in grid]
+        im = ax.imshow(masked, cmap="RdYlGn", vmin=0, vmax=100, aspect="auto", interpolation="nearest")
         for i, row in enumerate(grid):
             for j, x in enumerate(row):
                 if x is not None:
@@ -102,7 +102,7 @@ def niah_heatmaps(d, records, out):
         n = max(len(v) for v in c.values())
         ax.set_title(f"needle grid: {labels[k]}, {k[1]}\n(score %, {n} sample{'s' if n > 1 else ''} per cell)",
                      fontsize=9)
-        fig.colorbar(im, ax=ax, fraction=0.05, pad=0.03)
+        fig.colorbar(im, ax=ax, fraction=0.05, pad=0.03, label="score (%)")
         save(fig, d, f"niah_grid__{slug(labels[k])}__{k[1]}", out)
 
 
@@ -230,8 +230,9 @@ def index_html(d, summary, images):
            f"snapkv {html.escape(str(sn.get('version', '')))} at <code>{html.escape(str(sn.get('git_commit', ''))[:12])}"
            f"</code>{' (dirty)' if sn.get('git_dirty') else ''}, seed {cfg.get('seed')}, "
            f"{cfg.get('samples')} sample(s) per cell, started {html.escape(str(cfg.get('started', '')))}; "
-           f"wall {run.get('wall_s', 0):.0f} s, prefill {run.get('prefill_ms', 0) / 1000:.1f} s, "
-           f"{run.get('prefill_saved_ms', 0) / 1000:.1f} s of prefill saved by forking.</p>"]
+           f"wall {run.get('wall_s_all', run.get('wall_s', 0)):.0f} s over {run.get('invocations', 1)} invocation(s), "
+           f"prefill {run.get('prefill_ms_all', run.get('prefill_ms', 0)) / 1000:.1f} s, "
+           f"{run.get('prefill_saved_ms_all', run.get('prefill_saved_ms', 0)) / 1000:.1f} s of prefill saved by forking.</p>"]
     for title, prefix in (("Needle grid", "niah_grid__"), ("Score vs compression", "score__"),
                           ("Fidelity", "fidelity__")):
         imgs = [i for i in images if i.startswith(prefix)]

@@ -280,7 +280,14 @@ SuiteResult run_suite(const EvalConfig& cfg, const std::string& out_dir, bool re
   const nlohmann::ordered_json config = config_json(cfg, *engine, sha, presses, fmt);
   std::set<std::string> done;
   SuiteResult res;
+  nlohmann::json before;  // the "run" totals of the earlier invocations (--resume)
   if (resume) {
+    const fs::path sp = dir / "summary.json";
+    if (fs::exists(sp)) {
+      std::ifstream in(sp);
+      const auto j = nlohmann::json::parse(in, nullptr, false);
+      if (j.is_object() && j.contains("run") && j["run"].is_object()) before = j["run"];
+    }
     const fs::path cp = dir / "config.json";
     if (fs::exists(cp)) {
       std::ifstream in(cp);
@@ -383,6 +390,20 @@ SuiteResult run_suite(const EvalConfig& cfg, const std::string& out_dir, bool re
                {"records_total", all.size()},
                {"prefill_ms", res.prefill_ms},
                {"prefill_saved_ms", res.prefill_saved_ms}};
+  // Totals over this invocation and the earlier ones of a resumed run.
+  for (const char* k : {"wall_s", "prefill_ms", "prefill_saved_ms"}) {
+    const std::string all_k = std::string(k) + "_all";
+    double prev = 0;
+    if (before.contains(all_k) && before[all_k].is_number()) {
+      prev = before[all_k].get<double>();
+    } else if (before.contains(k) && before[k].is_number()) {
+      prev = before[k].get<double>();
+    }
+    sj["run"][all_k] = sj["run"][k].get<double>() + prev;
+  }
+  sj["run"]["invocations"] = 1 + (before.contains("invocations") && before["invocations"].is_number_integer()
+                                      ? before["invocations"].get<int>()
+                                      : (before.is_null() ? 0 : 1));
   sj["rows"] = res.summary;
   write_file(dir / "summary.json", sj.dump(2) + "\n");
   return res;

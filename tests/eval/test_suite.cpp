@@ -122,6 +122,15 @@ TEST(Suite, RunsWritesAndResumes) {
   const SuiteResult again = run_suite(cfg, d.string(), true);
   EXPECT_EQ(again.records, 0);
   EXPECT_EQ(again.samples_skipped, 4);
+  {  // the summary's run totals cover both invocations (the first one did all the prefills)
+    std::ifstream sin(d / "summary.json");
+    const auto run = nlohmann::json::parse(sin)["run"];
+    EXPECT_EQ(run["invocations"], 2);
+    EXPECT_EQ(run["prefill_ms"].get<double>(), 0.0);
+    EXPECT_DOUBLE_EQ(run["prefill_ms_all"].get<double>(), r.prefill_ms);
+    EXPECT_DOUBLE_EQ(run["prefill_saved_ms_all"].get<double>(), r.prefill_saved_ms);
+    EXPECT_GE(run["wall_s_all"].get<double>(), r.wall_s);
+  }
   // A killed run: the last record half-written and two records missing; resume redoes exactly those.
   std::vector<std::string> lines;
   {
