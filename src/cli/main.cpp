@@ -226,7 +226,8 @@ void add_eval_options(CLI::App& ev, snapkv::cli::EvalOptions& o) {
   ps->excludes(grid);
   ev.add_option("--ratios", o.ratios, "compression ratios of the grid (fraction of the prompt removed)")
       ->capture_default_str();
-  ev.add_option("--budgets", o.budgets, "budgets of the grid (tokens kept per KV head)");
+  ev.add_option("--budgets", o.budgets,
+                "budgets of the grid (tokens kept per KV head); given alone, the grid has no --ratios");
   ev.add_option("--protocol", o.protocol,
                 "aware (question in the window), agnostic (context compressed alone), multi (several questions after "
                 "one compression), both (aware,agnostic), all")
@@ -371,7 +372,11 @@ int main(int argc, char** argv) {
     }
     if (*serve) rc = snapkv::cli::serve_command(serve_opt);
     if (*inspect) rc = snapkv::cli::inspect_command(inspect_model, inspect_json);
-    if (*eval) rc = snapkv::cli::eval_command(eval_opt);
+    if (*eval) {
+      // --budgets alone means a budget grid: the default --ratios apply only when no budgets are given.
+      if (eval->count("--ratios") == 0 && !eval_opt.budgets.empty()) eval_opt.ratios.clear();
+      rc = snapkv::cli::eval_command(eval_opt);
+    }
     if (*tokenize) {
       tok_opt.add_special = !tok_no_bos;
       rc = snapkv::cli::tokenize_command(tok_opt);

@@ -114,5 +114,30 @@ TEST(EvalSmoke, RealModelEndToEnd) {
   EXPECT_EQ(lines(out / "samples.jsonl"), 27u);
 }
 
+// `--press-grid` with `--budgets` alone is a budget grid: the default --ratios do not join it;
+// with both given, it crosses the names with each (stories260K, 2 fidelity forks, no pictures).
+TEST(EvalCli, BudgetsAloneMakeABudgetGrid) {
+  const fs::path out = fs::temp_directory_path() / ("snapkv_evalcli_" + std::to_string(::getpid()));
+  const std::string model = (test::shared_dir() / "models" / "stories260K.gguf").string();
+  for (const bool with_ratios : {false, true}) {
+    fs::remove_all(out);
+    std::vector<std::string> args = {"eval", "-m",           model,    "--tasks",   "fidelity",  "--lengths",
+                                     "400",  "--press-grid", "snapkv", "--budgets", "64",        "--samples",
+                                     "1",    "--no-plots",   "-q",     "--out",     out.string()};
+    if (with_ratios) args.insert(args.end(), {"--ratios", "0.5"});
+    std::string err;
+    ASSERT_EQ(run_cli(args, err), 0) << err;
+    std::ifstream cin_(out / "config.json");
+    const auto presses = nlohmann::json::parse(cin_)["presses"];
+    ASSERT_EQ(presses.size(), with_ratios ? 3u : 2u) << presses.dump();
+    EXPECT_EQ(presses[0], "none");
+    std::string all = presses.dump();
+    EXPECT_NE(all.find("budget=64"), std::string::npos) << all;
+    EXPECT_EQ(all.find("ratio=0.5") != std::string::npos, with_ratios) << all;
+    EXPECT_EQ(all.find("ratio=0.75"), std::string::npos) << all;
+  }
+  fs::remove_all(out);
+}
+
 }  // namespace
 }  // namespace snapkv::eval
