@@ -93,6 +93,37 @@ struct TokenizeOptions {
 /// -f was given, or naming the -f file when it cannot be read.
 int tokenize_command(const TokenizeOptions& opt);
 
+/// `snapkv eval`: quality under compression (docs/design.md, "Eval").
+struct EvalOptions {
+  std::string model;  ///< -m (empty: default model)
+  std::string tasks = "ruler";
+  std::string lengths = "2K,4K,8K";
+  std::string presses;  ///< --presses SPEC,SPEC,... (exclusive with --press-grid)
+  /// Not in the default grid (both run by name): h2o scores with every prompt query, so each of
+  /// its ratios needs its own prefill per protocol (no fork), which alone would double the
+  /// default suite's time; random is a control. Six presses x 3 ratios + none = 19 forks decode
+  /// in 3 groups of <= 7 rows (22 would take 4), which keeps the default suite near 40 minutes.
+  std::string press_grid = "snapkv,pyramidkv,adakv,streamingllm,tova,knorm";
+  std::string ratios = "0.5,0.75,0.9";
+  std::string budgets;
+  std::string protocol = "both";
+  int samples = 1;
+  uint64_t seed = 42;
+  std::string out;
+  int threads = 0;
+  bool resume = false;
+  std::string depths = "0,10,20,30,40,50,60,70,80,90,100";
+  std::string chat = "auto";
+  int gen_tokens = 0;
+  std::string kv_type = "f16";
+  bool no_plots = false;
+  bool no_fork = false;
+  bool quiet = false;
+};
+
+/// Runs the suite into opt.out and draws the pictures; prints the path of index.html.
+int eval_command(const EvalOptions& opt);
+
 /// `snapkv chat-template`: the prompt the chat template renders (to check it by eye).
 struct ChatTemplateCommandOptions {
   std::string model;        ///< -m (empty: default model)

@@ -203,12 +203,61 @@ void add_serve_options(CLI::App& s, snapkv::cli::ServeOptions& o) {
   add_press_options(s, o.press);
 }
 
+void add_eval_options(CLI::App& ev, snapkv::cli::EvalOptions& o) {
+  using snapkv::cli::int_in;
+  using snapkv::cli::non_empty;
+  using snapkv::cli::one_of;
+  ev.add_option("-m,--model", o.model, kModelHelp)->check(non_empty("omit -m to use the default model"));
+  ev.add_option("--tasks", o.tasks,
+                "tasks, comma-separated: niah_single_1/2/3, niah_multikey_1/2/3, niah_multivalue, niah_multiquery, vt, "
+                "cwe, fwe (RULER), niah_grid (depth x length), fidelity; aliases ruler, all")
+      ->capture_default_str()
+      ->check(non_empty("--tasks LIST"));
+  ev.add_option("--lengths", o.lengths, "sample lengths in tokens (prompt + generated), e.g. 2K,4K,8K")
+      ->capture_default_str()
+      ->check(non_empty("--lengths LIST"));
+  auto* ps = ev.add_option("--presses", o.presses,
+                           "press specs, comma-separated (an item with '=' and no ':' continues the previous spec: "
+                           "snapkv:budget=512,window=16,tova:ratio=0.5); none is always added")
+                 ->check(non_empty("--presses LIST"));
+  auto* grid = ev.add_option("--press-grid", o.press_grid, "press names crossed with --ratios and --budgets")
+                   ->capture_default_str()
+                   ->check(non_empty("--press-grid NAMES"));
+  ps->excludes(grid);
+  ev.add_option("--ratios", o.ratios, "compression ratios of the grid (fraction of the prompt removed)")
+      ->capture_default_str();
+  ev.add_option("--budgets", o.budgets,
+                "budgets of the grid (tokens kept per KV head); given alone, the grid has no --ratios");
+  ev.add_option("--protocol", o.protocol,
+                "aware (question in the window), agnostic (context compressed alone), multi (several questions after "
+                "one compression), both (aware,agnostic), all")
+      ->capture_default_str();
+  ev.add_option("--samples", o.samples, "samples per task and length (niah_grid: per depth too)")
+      ->capture_default_str()
+      ->check(int_in(1, 100000));
+  ev.add_option("--seed", o.seed, "seed of the samples")->capture_default_str()->check(snapkv::cli::uint64_any());
+  ev.add_option("--out", o.out, "output directory")->required()->check(non_empty("--out DIR"));
+  ev.add_option("-t,--threads", o.threads, "threads (0: all cores)")->capture_default_str()->check(int_in(0, 1024));
+  ev.add_flag("--resume", o.resume, "continue the run in --out: skip the records already in samples.jsonl");
+  ev.add_option("--depths", o.depths, "niah_grid needle depths in percent")->capture_default_str();
+  ev.add_option("--chat", o.chat, "chat template: auto (the model's, if its GGUF has one), on, off")
+      ->capture_default_str()
+      ->check(one_of({"auto", "on", "off"}));
+  ev.add_option("--gen-tokens", o.gen_tokens, "tokens to generate per answer (0: each task's, RULER's)")
+      ->capture_default_str()
+      ->check(int_in(0, 1 << 20));
+  ev.add_option("--kv-type", o.kv_type, "KV cache element type")->capture_default_str()->check(one_of({"f16", "f32"}));
+  ev.add_flag("--no-plots", o.no_plots, "do not draw the pictures and index.html");
+  ev.add_flag("--no-fork", o.no_fork, "prefill every press on its own (slow; a check of the fork-based runner)");
+  ev.add_flag("-q,--quiet", o.quiet, "no progress output");
+}
+
 // CLI11 reports an unknown subcommand as "A subcommand is required" and options placed before
 // the subcommand as unexpected arguments; say what is wrong instead. Empty: argv looks fine.
 std::string check_subcommand(int argc, char** argv) {
   if (argc < 2) return "";
   const std::string first = argv[1];
-  for (const char* ok : {"run", "serve", "inspect", "tokenize", "chat-template", "-h", "--help", "--version"}) {
+  for (const char* ok : {"run", "serve", "inspect", "tokenize", "chat-template", "eval", "-h", "--help", "--version"}) {
     if (first == ok) return "";
   }
   if (!first.empty() && first[0] == '-') {
@@ -217,7 +266,7 @@ std::string check_subcommand(int argc, char** argv) {
         snapkv::cli::printable(first));
   }
   return fmt::format(
-      "unknown subcommand '{}' (expected run, serve, inspect, tokenize or chat-template; see snapkv --help)",
+      "unknown subcommand '{}' (expected run, serve, inspect, tokenize, chat-template or eval; see snapkv --help)",
       snapkv::cli::printable(first));
 }
 
@@ -284,6 +333,11 @@ int main(int argc, char** argv) {
   chat_tmpl->add_flag("--no-generation-prompt", ct_no_gen, "do not open the assistant turn at the end");
   chat_tmpl->add_flag("--json", ct_opt.json, "JSON: text, n_tokens, ids, template, template_spans");
 
+  snapkv::cli::EvalOptions eval_opt;
+  auto* eval =
+      app.add_subcommand("eval", "answer quality under KV-cache compression: RULER tasks, needle grid, fidelity");
+  add_eval_options(*eval, eval_opt);
+
   if (const std::string bad = check_subcommand(argc, argv); !bad.empty()) {
     fmt::print(stderr, "snapkv: error: {}\n", bad);
     return 2;
@@ -318,6 +372,11 @@ int main(int argc, char** argv) {
     }
     if (*serve) rc = snapkv::cli::serve_command(serve_opt);
     if (*inspect) rc = snapkv::cli::inspect_command(inspect_model, inspect_json);
+    if (*eval) {
+      // --budgets alone means a budget grid: the default --ratios apply only when no budgets are given.
+      if (eval->count("--ratios") == 0 && !eval_opt.budgets.empty()) eval_opt.ratios.clear();
+      rc = snapkv::cli::eval_command(eval_opt);
+    }
     if (*tokenize) {
       tok_opt.add_special = !tok_no_bos;
       rc = snapkv::cli::tokenize_command(tok_opt);

@@ -128,7 +128,7 @@ TEST(CliBadFlags, SubcommandErrors) {
   expect_one_line_error({{}, {"subcommand"}, 2});
   // Was "A subcommand is required", not naming the typo.
   expect_one_line_error(
-      {{"rnu", "-p", "hi"}, {"unknown subcommand 'rnu'", "run, serve, inspect, tokenize or chat-template"}, 2});
+      {{"rnu", "-p", "hi"}, {"unknown subcommand 'rnu'", "run, serve, inspect, tokenize, chat-template or eval"}, 2});
   expect_one_line_error({{"-m", stories(), "run", "-p", "hi"}, {"'-m' before the subcommand"}, 2});
   expect_one_line_error({{"run", "--bogus"}, {"--bogus"}, 2});
 }

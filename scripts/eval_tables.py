@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Markdown tables from a `snapkv eval` run (DIR/summary.json), as docs/quality.md shows them.
+
+    python3 scripts/eval_tables.py DIR [--tasks niah]     # --tasks: only tasks starting with it
+
+Prints: the full-cache baseline per task and length (both protocols); per protocol, the mean
+score of each press at each compression ratio over the tasks and lengths, with its fraction of
+the full cache's mean on the same samples; and, for fidelity rows, KL / top-1 / perplexity delta
+per press and budget (or ratio). Standard library only.
+"""
+import argparse
+import json
+import os
+import sys
+from collections import defaultdict
+
+
+def fmt(x, nd=1):
+    return "-" if x is None else f"{x:.{nd}f}"
+
+
+def mean(v):
+    v = [x for x in v if x is not None]
+    return sum(v) / len(v) if v else None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("dir")
+    ap.add_argument("--tasks", default="", help="only tasks whose name starts with this")
+    a = ap.parse_args()
+    path = os.path.join(a.dir, "summary.json")
+    try:
+        with open(path) as f:
+            rows = json.load(f)["rows"]
+    except (OSError, ValueError, KeyError) as e:
+        sys.exit(f"eval_tables: cannot read {path}: {e}")
+    rows = [r for r in rows if r["task"].startswith(a.tasks)]
+    scored = [r for r in rows if r["task"] != "fidelity"]
+    fid = [r for r in rows if r["task"] == "fidelity"]
+
+    if scored:
+        lengths = sorted({r["length"] for r in scored})
+        protos = [p for p in ("aware", "agnostic", "multi") if any(r["protocol"] == p for r in scored)]
+        tasks = sorted({r["task"] for r in scored})
+        full = {(r["task"], r["length"], r["protocol"]): r["score"] for r in scored if r["press"] == "none"}
+        print("Full cache (`none`), score % per task and length (" + " / ".join(protos) + "):\n")
+        print("| task | " + " | ".join(str(n) for n in lengths) + " |")
+        print("|---" * (len(lengths) + 1) + "|")
+        for t in tasks:
+            cells = [" / ".join(fmt(full.get((t, n, p)), 0) for p in protos) for n in lengths]
+            print(f"| {t} | " + " | ".join(cells) + " |")
+        print()
+        for p in protos:
+            by = defaultdict(list)  # (press name, ratio or budget) -> [(score, full)]
+            for r in scored:
+                if r["protocol"] != p or r["press"] == "none":
+                    continue
+                k = (r["press_name"], r["ratio"] if r["ratio"] is not None else f"b{r['budget']}")
+                by[k].append((r["score"], full.get((r["task"], r["length"], p))))
+            cols = sorted({k[1] for k in by}, key=lambda x: (isinstance(x, str), x))
+            names = sorted({k[0] for k in by})
+            print(f"Protocol `{p}`: mean score % over {len(tasks)} task(s) x {len(lengths)} length(s), "
+                  "and in brackets its fraction of the full cache's mean on the same samples:\n")
+            print("| press | " + " | ".join(str(c) for c in cols) + " |")
+            print("|---" * (len(cols) + 1) + "|")
+            fm = mean([full.get((t, n, p)) for t in tasks for n in lengths])
+            print("| none (full cache) | " + " | ".join(fmt(fm) for _ in cols) + " |")
+            for nm in names:
+                cells = []
+                for c in cols:
+                    v = by.get((nm, c))
+                    if not v:
+                        cells.append("-")
+                        continue
+                    s, f = mean([x for x, _ in v]), mean([y for _, y in v])
+                    frac = f"{s / f:.2f}" if f else "-"
+                    cells.append(f"{fmt(s)} ({frac})")
+                print(f"| {nm} | " + " | ".join(cells) + " |")
+            print()
+
+    if fid:
+        print("Fidelity (teacher-forced continuation of 256 tokens): KL(full || press) nats / top-1 "
+              "agreement % / perplexity delta:\n")
+        by = {}
+        for r in fid:
+            if r["press"] == "none":
+                continue
+            by[(r["press_name"], r["budget"] if r["budget"] is not None else f"r{r['ratio']}")] = r
+        cols = sorted({k[1] for k in by}, key=lambda x: (isinstance(x, str), x))
+        print("| press | " + " | ".join(str(c) for c in cols) + " |")
+        print("|---" * (len(cols) + 1) + "|")
+        for nm in sorted({k[0] for k in by}):
+            cells = []
+            for c in cols:
+                r = by.get((nm, c))
+                cells.append("-" if r is None else
+                             f"{fmt(r['kl'], 3)} / {fmt(None if r['top1'] is None else 100 * r['top1'], 1)} / "
+                             f"{fmt(r['ppl_delta'], 2)}")
+            print(f"| {nm} | " + " | ".join(cells) + " |")
+        print()
+
+
+if __name__ == "__main__":
+    main()

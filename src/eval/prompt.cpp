@@ -1,0 +1,77 @@
+#include "eval/prompt.h"
+
+#include <fmt/format.h>
+
+#include "snapkv/engine.h"
+#include "snapkv/error.h"
+
+namespace snapkv::eval {
+
+namespace {
+// Placed between context and question in the last user message, then cut out of the render.
+constexpr std::string_view kSplit = "\x1f<snapkv-eval-split>\x1f";
+}  // namespace
+
+const char* chat_mode_name(ChatMode m) { return m == ChatMode::Auto ? "auto" : m == ChatMode::On ? "on" : "off"; }
+
+ChatMode parse_chat_mode(const std::string& s) {
+  if (s == "auto") return ChatMode::Auto;
+  if (s == "on") return ChatMode::On;
+  if (s == "off") return ChatMode::Off;
+  throw Error(fmt::format("--chat must be auto, on or off, got '{}'", s));
+}
+
+PromptFormat::PromptFormat(const Engine& engine, ChatMode mode) : tok_(&engine.tokenizer()) {
+  if (mode == ChatMode::Off) return;
+  try {
+    ChatTemplate t = engine.chat_template();
+    if (mode == ChatMode::On || t.warning().empty()) tmpl_ = std::move(t);
+  } catch (const Error&) {
+    if (mode == ChatMode::On) throw;
+  }
+}
+
+std::string PromptFormat::name() const { return tmpl_ ? tmpl_->name() : "base"; }
+
+std::pair<RenderedChat, RenderedChat> PromptFormat::render_chat(const TaskText& t) const {
+  std::vector<ChatMessage> msgs;
+  for (const Shot& s : t.shots) {
+    msgs.push_back({"user", s.user});
+    msgs.push_back({"assistant", s.assistant});
+  }
+  msgs.push_back({"user", t.context + std::string(kSplit) + t.question});
+  const RenderedChat full = tmpl_->render(msgs);
+  const size_t at = full.text.find(kSplit);
+  if (at == std::string::npos || full.text.find(kSplit, at + 1) != std::string::npos)
+    throw Error("the chat template does not keep the user's text as given; use --chat off");
+  return {full.slice(0, at), full.slice(at + kSplit.size(), full.text.size())};
+}
+
+PromptIds PromptFormat::tokenize(const TaskText& t) const {
+  PromptIds p;
+  if (tmpl_) {
+    const auto [ctx, q] = render_chat(t);
+    p.context = tokenize_chat(*tok_, ctx, true);
+    p.question = tokenize_chat(*tok_, q, false);
+    const auto a = tok_->encode(t.answer_prefix, false, false);
+    p.question.insert(p.question.end(), a.begin(), a.end());
+    return p;
+  }
+  std::string shots;
+  for (const Shot& s : t.shots) shots += s.user + s.assistant + "\n\n";
+  p.context = tok_->encode(shots + t.context, true, false);
+  p.question = tok_->encode(t.question + t.answer_prefix, false, false);
+  return p;
+}
+
+std::pair<std::string, std::string> PromptFormat::render(const TaskText& t) const {
+  if (tmpl_) {
+    const auto [ctx, q] = render_chat(t);
+    return {ctx.text, q.text + t.answer_prefix};
+  }
+  std::string shots;
+  for (const Shot& s : t.shots) shots += s.user + s.assistant + "\n\n";
+  return {shots + t.context, t.question + t.answer_prefix};
+}
+
+}  // namespace snapkv::eval

@@ -1,0 +1,82 @@
+// The fork-based runner: a press whose budget covers the whole prompt scores exactly as none,
+// sample by sample; one prefill + forks gives what independent runs (a fresh prefill with the
+// press, decoded alone) give, for every protocol and the fidelity measure (stories260K; SmolLM2:
+// test_runner_real.cpp).
+#include <gtest/gtest.h>
+
+#include "eval/runner.h"
+#include "eval/tasks.h"
+#include "eval_test_util.h"
+#include "runner_check.h"
+
+namespace snapkv::eval {
+namespace {
+
+const std::vector<Case> kTinyCases = {
+    {"niah_single_1", 640, -1},   {"niah_single_2", 640, -1}, {"niah_multikey_1", 640, -1},
+    {"niah_multiquery", 640, -1}, {"fwe", 640, -1},           {"niah_grid", 640, 0.5}};
+
+TEST(Runner, PressWithBudgetCoveringThePromptScoresExactlyAsNone) {
+  auto e = etest::stories();
+  Workspace ws(*e);
+  PromptFormat pf(*e, ChatMode::Off);
+  Generator g(pf);
+  RunnerOptions ro;
+  ro.gen_tokens = 24;
+  Runner run(*e, ws, ro);
+  const auto ps = presses({"none", "snapkv:budget=100000", "knorm:budget=4096,window=8", "tova:ratio=0"});
+  for (const Sample& s : samples(g, kTinyCases, 2)) {
+    for (Protocol p : {Protocol::Aware, Protocol::Agnostic, Protocol::Multi}) {
+      const auto recs = run.run(s, ps, p);
+      const size_t nq = p == Protocol::Multi ? s.questions.size() : 1;
+      ASSERT_EQ(recs.size(), ps.size() * nq) << s.id;
+      for (size_t k = 0; k < recs.size(); ++k) {
+        const Record& none = recs[k % nq];  // press-major: the first nq records are none's
+        EXPECT_EQ(none.press_name, "none");
+        EXPECT_FALSE(recs[k].compressed) << recs[k].press;
+        EXPECT_EQ(recs[k].kv_cache_bytes, none.kv_cache_bytes) << recs[k].press;
+        expect_same(recs[k], none, s.id + " " + protocol_name(p));
+      }
+    }
+  }
+}
+
+TEST(Runner, ForkBasedEqualsIndependentRunsTiny) {
+  auto e = etest::stories();
+  PromptFormat pf(*e, ChatMode::Off);
+  Generator g(pf);
+  std::vector<Case> cases = kTinyCases;
+  cases.push_back({"fidelity", 640, -1});
+  const auto ps = presses({"none", "snapkv:budget=64,window=16", "streamingllm:budget=48", "tova:budget=80,window=8",
+                           "h2o:budget=64,window=8", "adakv:ratio=0.5", "pyramidkv:ratio=0.75,window=16",
+                           "knorm:budget=100,window=4", "random:ratio=0.5"});
+  fork_equals_independent(*e, samples(g, cases, 1), ps, 24);
+}
+
+TEST(Runner, ProtocolMustFitTheSampleAndSkipDropsWork) {
+  auto e = etest::stories();
+  Workspace ws(*e);
+  PromptFormat pf(*e, ChatMode::Off);
+  Generator g(pf);
+  RunnerOptions ro;
+  ro.gen_tokens = 4;
+  Runner run(*e, ws, ro);
+  const auto ps = presses({"none", "snapkv:budget=64,window=16"});
+  const Sample fid = g.make({"fidelity", 512, 1, 0, -1});
+  const Sample niah = g.make({"niah_single_2", 512, 1, 0, -1});
+  EXPECT_THROW(run.run(fid, ps, Protocol::Aware), Error);
+  EXPECT_THROW(run.run(niah, ps, Protocol::Continuation), Error);
+  const auto recs = run.run(niah, ps, Protocol::Aware, [](size_t press, int) { return press == 0; });
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].press_name, "snapkv");
+  EXPECT_TRUE(recs[0].compressed);
+  EXPECT_LT(recs[0].kv_cache_bytes, recs[0].kv_cache_bytes_full);
+  EXPECT_TRUE(run.run(niah, ps, Protocol::Aware, [](size_t, int) { return true; }).empty());
+  // The canonical spec of a record names every key.
+  EXPECT_EQ(recs[0].press.rfind("snapkv:budget=64,window=16,", 0), 0u) << recs[0].press;
+  const auto j = recs[0].to_json();
+  EXPECT_EQ(record_key(nlohmann::json::parse(j.dump())), recs[0].key());
+}
+
+}  // namespace
+}  // namespace snapkv::eval

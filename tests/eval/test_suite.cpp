@@ -1,0 +1,159 @@
+// The suite: flag lists, the summary, JSONL resume; a whole run on stories260K into a
+// directory, resumed; and `snapkv eval` end to end on SmolLM2 (the CI smoke subset).
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "eval/report.h"
+#include "eval/suite.h"
+#include "eval_test_util.h"
+
+namespace snapkv::eval {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path temp_dir(const std::string& name) {
+  const fs::path p = fs::temp_directory_path() / fmt::format("snapkv_eval_{}_{}", name, ::getpid());
+  fs::remove_all(p);
+  return p;
+}
+
+TEST(SuiteFlags, Lists) {
+  EXPECT_EQ(split_press_list("snapkv:budget=512,window=16,tova:ratio=0.5,none,knorm"),
+            (std::vector<std::string>{"snapkv:budget=512,window=16", "tova:ratio=0.5", "none", "knorm"}));
+  EXPECT_THROW(split_press_list("window=16,snapkv"), Error);
+  EXPECT_THROW(split_press_list("snapkv,,tova"), Error);
+  EXPECT_EQ(parse_lengths("2K,4096,1k"), (std::vector<int64_t>{2048, 4096, 1024}));
+  for (const char* bad : {"", "2M", "-1", "0", "4K2", "K"}) EXPECT_THROW(parse_lengths(bad), Error) << bad;
+  EXPECT_EQ(expand_tasks("ruler").size(), 11u);
+  EXPECT_EQ(expand_tasks("all").size(), 13u);
+  EXPECT_EQ(expand_tasks("vt,ruler,vt").front(), "vt");
+  EXPECT_THROW(expand_tasks("vt,nosuch"), Error);
+  EXPECT_EQ(parse_protocols("both"), (std::vector<Protocol>{Protocol::Aware, Protocol::Agnostic}));
+  EXPECT_EQ(parse_protocols("multi,aware").size(), 2u);
+  EXPECT_THROW(parse_protocols("continuation"), Error);
+  EXPECT_THROW(parse_protocols("sideways"), Error);
+  EXPECT_EQ(press_grid({"snapkv", "none", "knorm"}, {"0.5"}, {"256"}),
+            (std::vector<std::string>{"snapkv:ratio=0.5", "snapkv:budget=256", "none", "knorm:ratio=0.5",
+                                      "knorm:budget=256"}));
+}
+
+TEST(Report, SummaryFractionOfFull) {
+  auto rec = [](const char* press, const char* name, double score, const char* proto = "aware") {
+    return nlohmann::json{{"task", "vt"},         {"length", 1024},       {"press", press},    {"press_name", name},
+                          {"protocol", proto},    {"ratio", nullptr},     {"budget", nullptr}, {"score", score},
+                          {"kept_fraction", 0.5}, {"kv_cache_bytes", 100}};
+  };
+  const std::vector<nlohmann::json> recs = {rec("none", "none", 1.0),
+                                            rec("none", "none", 0.5),
+                                            rec("snapkv:x", "snapkv", 0.5),
+                                            rec("snapkv:x", "snapkv", 0.25),
+                                            rec("none", "none", 0.0, "agnostic"),
+                                            rec("snapkv:x", "snapkv", 0.0, "agnostic")};
+  const auto rows = summarize(recs);
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(rows[0]["n"], 2);
+  EXPECT_DOUBLE_EQ(rows[0]["score"].get<double>(), 75.0);
+  EXPECT_DOUBLE_EQ(rows[1]["score"].get<double>(), 37.5);
+  EXPECT_DOUBLE_EQ(rows[1]["score_full"].get<double>(), 75.0);
+  EXPECT_DOUBLE_EQ(rows[1]["fraction_of_full"].get<double>(), 0.5);
+  EXPECT_TRUE(rows[3]["fraction_of_full"].is_null());  // full score 0
+  const std::string csv = summary_csv(rows);
+  EXPECT_EQ(csv.substr(0, csv.find('\n')),
+            "task,length,press,press_name,protocol,ratio,budget,n,score,score_full,fraction_of_full,kept_fraction,"
+            "kv_cache_bytes,kl,top1,ppl_full,ppl,ppl_delta");
+  EXPECT_NE(csv.find("vt,1024,snapkv:x,snapkv,aware,,,2,37.5,75,0.5,0.5,100,,,,,"), std::string::npos) << csv;
+}
+
+TEST(Report, JsonlDropsATruncatedLastLineOnly) {
+  const fs::path d = temp_dir("jsonl");
+  fs::create_directories(d);
+  const fs::path p = d / "x.jsonl";
+  { std::ofstream(p) << "{\"a\":1}\n{\"a\":2}\n{\"a\":"; }
+  bool dropped = false;
+  EXPECT_EQ(read_jsonl(p.string(), &dropped).size(), 2u);
+  EXPECT_TRUE(dropped);
+  { std::ofstream(p) << "{\"a\":1}\nnot json\n{\"a\":2}\n"; }
+  EXPECT_THROW(read_jsonl(p.string()), Error);
+  EXPECT_TRUE(read_jsonl((d / "missing").string()).empty());
+  fs::remove_all(d);
+}
+
+TEST(Suite, RunsWritesAndResumes) {
+  const fs::path d = temp_dir("suite");
+  EvalConfig cfg;
+  cfg.model_path = (test::shared_dir() / "models" / "stories260K.gguf").string();
+  cfg.tasks = {"niah_single_2", "niah_grid", "fidelity"};
+  cfg.lengths = {512};
+  cfg.presses = {"snapkv:budget=64,window=16", "streamingllm:budget=64"};
+  cfg.protocols = {Protocol::Aware, Protocol::Agnostic, Protocol::Multi};
+  cfg.samples = 1;
+  cfg.seed = 3;
+  cfg.depths = {0.0, 1.0};
+  cfg.chat = ChatMode::Off;
+  cfg.gen_tokens = 8;
+  cfg.threads = 2;
+  int calls = 0;
+  const SuiteResult r = run_suite(cfg, d.string(), false, [&](const SuiteProgress&) { ++calls; });
+  // niah_single_2: 3 presses x 3 protocols (multi: 1 question); grid: 2 depths x 9; fidelity: 3.
+  EXPECT_EQ(r.records, 9 + 18 + 3);
+  EXPECT_EQ(r.samples_run, 4);
+  EXPECT_EQ(calls, 8);  // before and after each sample
+  EXPECT_GT(r.prefill_saved_ms, 0.0);
+  for (const char* f : {"config.json", "samples.jsonl", "summary.csv", "summary.json"})
+    EXPECT_TRUE(fs::exists(d / f)) << f;
+  const auto recs = read_jsonl((d / "samples.jsonl").string());
+  ASSERT_EQ(recs.size(), 30u);
+  const auto rows = summarize(recs);
+  EXPECT_EQ(rows.size(), 3u * 3u + 3u * 3u + 3u);
+  std::ifstream cin_(d / "config.json");
+  const auto cj = nlohmann::json::parse(cin_);
+  EXPECT_EQ(cj["model"]["sha256"].get<std::string>().size(), 64u);
+  EXPECT_EQ(cj["presses"][0], "none");
+  EXPECT_TRUE(cj["snapkv"].contains("git_commit"));
+  // Without --resume an existing run is not overwritten.
+  EXPECT_THROW(run_suite(cfg, d.string(), false), Error);
+  // Resume: nothing left to do.
+  const SuiteResult again = run_suite(cfg, d.string(), true);
+  EXPECT_EQ(again.records, 0);
+  EXPECT_EQ(again.samples_skipped, 4);
+  {  // the summary's run totals cover both invocations (the first one did all the prefills)
+    std::ifstream sin(d / "summary.json");
+    const auto run = nlohmann::json::parse(sin)["run"];
+    EXPECT_EQ(run["invocations"], 2);
+    EXPECT_EQ(run["prefill_ms"].get<double>(), 0.0);
+    EXPECT_DOUBLE_EQ(run["prefill_ms_all"].get<double>(), r.prefill_ms);
+    EXPECT_DOUBLE_EQ(run["prefill_saved_ms_all"].get<double>(), r.prefill_saved_ms);
+    EXPECT_GE(run["wall_s_all"].get<double>(), r.wall_s);
+  }
+  // A killed run: the last record half-written and two records missing; resume redoes exactly those.
+  std::vector<std::string> lines;
+  {
+    std::ifstream in(d / "samples.jsonl");
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+  }
+  {
+    std::ofstream out(d / "samples.jsonl", std::ios::trunc);
+    for (size_t i = 0; i + 2 < lines.size(); ++i) out << lines[i] << "\n";
+    out << lines[lines.size() - 2].substr(0, 20);
+  }
+  const SuiteResult fixed = run_suite(cfg, d.string(), true);
+  EXPECT_EQ(fixed.records, 2);
+  EXPECT_EQ(read_jsonl((d / "samples.jsonl").string()).size(), 30u);
+  // A different sample set is refused on resume; more presses are fine.
+  EvalConfig other = cfg;
+  other.seed = 4;
+  EXPECT_THROW(run_suite(other, d.string(), true), Error);
+  other = cfg;
+  other.presses.push_back("knorm:budget=64,window=16");
+  EXPECT_EQ(run_suite(other, d.string(), true).records, 10);
+  fs::remove_all(d);
+}
+
+}  // namespace
+}  // namespace snapkv::eval
