@@ -204,6 +204,20 @@ TEST(Scheduler, SubmittersAdmitTheirOwnJobsWhileOthersFinish) {
   expect_idle(metrics);
 }
 
+/// Submits `a` then `b` and takes both to their end (bounded); both texts must be equal.
+void run_both(Scheduler& s, const std::shared_ptr<Job>& a, const std::shared_ptr<Job>& b) {
+  ASSERT_EQ(s.submit(a), Scheduler::Submit::Queued);
+  ASSERT_EQ(s.submit(b), Scheduler::Submit::Queued);
+  std::string ta, tb;
+  bool a_done = false, b_done = false;
+  for (int i = 0; i < 2000 && !(a_done && b_done); ++i) {
+    if (!a_done) a_done = a->take(ta, 5ms);
+    if (!b_done) b_done = b->take(tb, 5ms);
+  }
+  ASSERT_TRUE(a_done && b_done);
+  EXPECT_EQ(ta, tb);
+}
+
 // The prefill budget goes to the prefilling jobs in admission order: of two equal prompts
 // submitted together, the first gets its first token a whole prefill (~10 steps of >= 10 ms)
 // before the second. An even split of the budget would give both their first token in one step.
@@ -217,16 +231,7 @@ TEST(Scheduler, PrefillBudgetGoesInAdmissionOrder) {
   const auto a = make_job(*e, story(0, 20), 2, "none", true, 1), b = make_job(*e, story(0, 20), 2, "none", true, 2);
   const auto steps = static_cast<int64_t>(a->prompt.size()) * e->info().n_layer / so.prefill_rows_per_step;
   ASSERT_GE(steps, 8);
-  ASSERT_EQ(s.submit(a), Scheduler::Submit::Queued);
-  ASSERT_EQ(s.submit(b), Scheduler::Submit::Queued);
-  std::string ta, tb;
-  bool a_done = false, b_done = false;
-  for (int i = 0; i < 2000 && !(a_done && b_done); ++i) {
-    if (!a_done) a_done = a->take(ta, 5ms);
-    if (!b_done) b_done = b->take(tb, 5ms);
-  }
-  ASSERT_TRUE(a_done && b_done);
-  EXPECT_EQ(ta, tb);
+  ASSERT_NO_FATAL_FAILURE(run_both(s, a, b));
   EXPECT_GE(b->result().ttft_ms - a->result().ttft_ms, static_cast<double>(steps - 2) * so.debug_step_delay_ms)
       << "first tokens at " << a->result().ttft_ms << " and " << b->result().ttft_ms << " ms, " << steps
       << " steps per prefill";
@@ -249,16 +254,7 @@ TEST(Scheduler, ReservationShrinksToTheFinalSizeAfterPrefill) {
   so.kv_budget_bytes = a->kv.reserve() + a->kv.final_bytes;
   ASSERT_LT(so.kv_budget_bytes, 2 * a->kv.reserve());  // the two peaks never fit at once
   Scheduler s(e, so, metrics);
-  ASSERT_EQ(s.submit(a), Scheduler::Submit::Queued);
-  ASSERT_EQ(s.submit(b), Scheduler::Submit::Queued);
-  std::string ta, tb;
-  bool a_done = false, b_done = false;
-  for (int i = 0; i < 2000 && !(a_done && b_done); ++i) {
-    if (!a_done) a_done = a->take(ta, 5ms);
-    if (!b_done) b_done = b->take(tb, 5ms);
-  }
-  ASSERT_TRUE(a_done && b_done);
-  EXPECT_EQ(ta, tb);
+  ASSERT_NO_FATAL_FAILURE(run_both(s, a, b));
   EXPECT_EQ(metrics.running_peak(), 2);
   EXPECT_EQ(a->result().kv_cache_bytes_reserved, a->kv.reserve());  // what admission reserved
   EXPECT_LE(a->result().kv_cache_bytes, a->kv.final_bytes);
