@@ -18,6 +18,21 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
+/// A press applied at prefill, not to a fork (independent mode, or a press that scores with every
+/// prompt query): a fresh sequence prefilled with it; `r` gets the prefill and compression times.
+std::unique_ptr<Sequence> prefill_alone(const Engine& e, const SequenceOptions& so, std::span<const int32_t> tokens,
+                                        const PressSpec& press, Workspace& ws, Record& r) {
+  auto seq = e.new_sequence(so);
+  PrefillOptions po;
+  po.press = press;
+  const auto t0 = Clock::now();
+  e.prefill(*seq, tokens, po, ws);
+  r.prefill_ms = ms_since(t0);
+  r.compress_ms = seq->stats().compression_ms;
+  r.forked = false;
+  return seq;
+}
+
 }  // namespace
 
 const char* protocol_name(Protocol p) {
@@ -295,14 +310,7 @@ std::vector<Record> Runner::run_generate(const Sample& s, const std::vector<Pres
     auto compressed = [&](Record& r) {
       std::unique_ptr<Sequence> seq;
       if (alone) {
-        seq = e.new_sequence(so);
-        PrefillOptions po;
-        po.press = pr.spec;
-        const auto t0 = Clock::now();
-        e.prefill(*seq, prompt, po, ws);
-        r.prefill_ms = ms_since(t0);
-        r.compress_ms = seq->stats().compression_ms;
-        r.forked = false;
+        seq = prefill_alone(e, so, prompt, pr.spec, ws, r);
         if (!opt_.independent) last_prefill_ms_ += r.prefill_ms;
       } else {
         seq = base->fork();
@@ -401,14 +409,7 @@ std::vector<Record> Runner::run_fidelity(const Sample& s, const std::vector<Pres
       const PressPlan plan = plan_press(pr.spec, n_ctx_tokens);
       std::unique_ptr<Sequence> seq;
       if (opt_.independent || (plan.compress && plan.needs_all_queries)) {
-        seq = e.new_sequence(so);
-        PrefillOptions pp;
-        pp.press = pr.spec;
-        t0 = Clock::now();
-        e.prefill(*seq, ctx, pp, ws);
-        r.prefill_ms = ms_since(t0);
-        r.compress_ms = seq->stats().compression_ms;
-        r.forked = false;
+        seq = prefill_alone(e, so, ctx, pr.spec, ws, r);
         if (!opt_.independent) last_prefill_ms_ += r.prefill_ms;
       } else {
         seq = base->fork();
