@@ -87,4 +87,6 @@ install(FILES ${PROJECT_BINARY_DIR}/snapkv.pc DESTINATION ${CMAKE_INSTALL_LIBDIR
 # The command-line tool, next to the library.
 if(TARGET snapkv_cli)
   install(TARGETS snapkv_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT snapkv)
+  install(FILES ${PROJECT_SOURCE_DIR}/scripts/eval_plots.py DESTINATION ${CMAKE_INSTALL_DATADIR}/snapkv
+          COMPONENT snapkv)  # the pictures of `snapkv eval`
 endif()

@@ -36,6 +36,7 @@ want="$(cd include/snapkv && ls ./*.h | sort)"
 got="$(cd "$prefix/include/snapkv" && ls ./* | sort)"
 [[ "$want" == "$got" ]] || die "installed headers differ from include/snapkv: $got"
 if grep -rl -e "$src" -e "$build_abs" "$prefix"; then die "the files above name the source or build tree"; fi
+[[ -f "$prefix/share/snapkv/eval_plots.py" ]] || die "no share/snapkv/eval_plots.py (the pictures of snapkv eval)"
 
 echo "-- every installed header compiles on its own"
 for h in "$prefix"/include/snapkv/*.h; do

@@ -47,9 +47,19 @@ std::string plot_python() {
   return "";
 }
 
+// $SNAPKV_EVAL_PLOTS, else share/snapkv/eval_plots.py beside the binary (the build tree: CMake
+// copies scripts/eval_plots.py there) or in the prefix it is installed in (bin/../share/snapkv);
+// "" when there is none.
 std::string plot_script() {
   if (const char* e = std::getenv("SNAPKV_EVAL_PLOTS"); e != nullptr && *e != '\0') return e;
-  return (std::filesystem::path(SNAPKV_SOURCE_DIR) / "scripts" / "eval_plots.py").string();
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  for (const auto& dir : {exe.parent_path(), exe.parent_path().parent_path()}) {
+    const auto p = dir / "share" / "snapkv" / "eval_plots.py";
+    if (std::filesystem::exists(p, ec)) return p.string();
+  }
+  return "";
 }
 
 }  // namespace
@@ -113,7 +123,14 @@ int eval_command(const EvalOptions& o) {
                       "python3-matplotlib; $SNAPKV_PYTHON picks an interpreter; --no-plots skips them). The "
                       "results are in {}",
                       o.out));
-    const std::string cmd = fmt::format("{} {} {}", shell_quote(py), shell_quote(plot_script()), shell_quote(o.out));
+    const std::string script = plot_script();
+    if (script.empty())
+      throw Error(
+          fmt::format("eval_plots.py not found in share/snapkv beside the binary or its prefix (set "
+                      "$SNAPKV_EVAL_PLOTS to scripts/eval_plots.py; --no-plots skips the pictures). The "
+                      "results are in {}",
+                      o.out));
+    const std::string cmd = fmt::format("{} {} {}", shell_quote(py), shell_quote(script), shell_quote(o.out));
     const int rc = std::system(cmd.c_str());
     if (rc != 0)
       throw Error(

@@ -17,6 +17,7 @@
 #include "eval/sha256.h"
 #include "eval/tasks.h"
 #include "snapkv/snapkv.h"
+#include "snapkv_git_commit.h"  // generated at build time (cmake/git_commit.cmake)
 
 namespace snapkv::eval {
 
@@ -120,30 +121,7 @@ std::vector<std::string> press_grid(const std::vector<std::string>& names, const
   return out;
 }
 
-std::pair<std::string, bool> source_git_commit() {
-#ifdef SNAPKV_SOURCE_DIR
-  const std::string dir = SNAPKV_SOURCE_DIR;
-#else
-  const std::string dir = ".";
-#endif
-  auto run = [](const std::string& cmd, std::string& out) {
-    FILE* p = popen(cmd.c_str(), "r");
-    if (p == nullptr) return false;
-    char buf[256];
-    out.clear();
-    while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
-    return pclose(p) == 0;
-  };
-  std::string head, status;
-  const std::string q = "'" + dir + "'";
-  if (dir.find('\'') != std::string::npos || !run("git -C " + q + " rev-parse HEAD 2>/dev/null", head) ||
-      head.size() < 40)
-    return {"unknown", false};
-  head.resize(40);
-  const bool dirty =
-      run("git -C " + q + " status --porcelain --untracked-files=no 2>/dev/null", status) && !status.empty();
-  return {head, dirty};
-}
+std::pair<std::string, bool> source_git_commit() { return {SNAPKV_GIT_COMMIT, SNAPKV_GIT_DIRTY != 0}; }
 
 namespace {
 

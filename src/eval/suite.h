@@ -74,7 +74,8 @@ SuiteResult run_suite(const EvalConfig& cfg, const std::string& out_dir, bool re
                       const std::function<void(const SuiteProgress&)>& progress = {});
 
 /// `git rev-parse HEAD` of the source tree this binary was built from, and whether it had
-/// uncommitted changes to tracked files; {"unknown", false} without git.
+/// uncommitted changes to tracked files, read at build time (cmake/git_commit.cmake);
+/// {"unknown", false} without git.
 std::pair<std::string, bool> source_git_commit();
 
 }  // namespace snapkv::eval
