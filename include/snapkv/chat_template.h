@@ -107,6 +107,26 @@ class ChatTemplate {
   std::shared_ptr<Impl> impl_;
 };
 
+/// A chat prompt's token ids and the length of its question span (issue 11, window=question).
+struct ChatTokens {
+  std::vector<int32_t> ids;
+  int64_t question_tokens = 0;  ///< the last question_tokens ids are the question span; 0 = not found
+};
+
+/// Renders and tokenizes a conversation, ids exactly tokenize_chat(tok, render_json(...), true),
+/// and finds its question span: the last message's text from byte `question_at` on (0: all of it),
+/// the end of its turn and the generation prompt. The span is located by rendering a marker at
+/// that byte: it is the ids after the longest common prefix of the prompt's ids and those of the
+/// text before the marker (so a token the tokenizer merges across that byte, e.g. "\n\n" before
+/// the question, belongs to the span). question_tokens is 0 when the last message is not a user
+/// message with string content, `question_at` is past its end, or the template does not keep the
+/// text as given (the marker is not found exactly once). Throws as render_json().
+ChatTokens tokenize_chat_question(const Tokenizer& tok, const ChatTemplate& tmpl, std::string_view messages_json,
+                                  const ChatTemplateOptions& opt = {}, size_t question_at = 0);
+/// The same for messages given as ChatMessage (the server's chat completions).
+ChatTokens tokenize_chat_question(const Tokenizer& tok, const ChatTemplate& tmpl, std::span<const ChatMessage> messages,
+                                  const ChatTemplateOptions& opt = {}, size_t question_at = 0);
+
 /// Token ids of a rendered prompt: special-token texts are parsed only inside
 /// `r.template_spans`; with add_special, BOS is prepended as the tokenizer's metadata asks
 /// unless the prompt already starts with the BOS token (templates that write {{ bos_token }}),

@@ -42,6 +42,9 @@ struct GenerateOptions {
   /// decided.
   std::vector<std::string> stop;
   PressSpec press;  ///< compression of the context's KV cache ("none": full cache)
+  /// The last question_tokens tokens of `context` are its question span (the observation window
+  /// of window=question presses, PrefillOptions::question_tokens); 0 = unknown.
+  int64_t question_tokens = 0;
   /// Streaming: called for every generated token with the text it completes (valid UTF-8,
   /// possibly empty), and once at the end with token -1 and the held-back rest. Return false
   /// to stop (StopReason::Cancelled).

@@ -62,7 +62,8 @@ std::vector<PressParamInfo> press_params(std::string_view name);
 /// Checks a spec completely without a prompt; throws snapkv::Error (one line) for the first
 /// problem: unknown press (listing the valid ones); `none` with any key; a key the press does not
 /// have (naming the key, the press and its valid keys) or given twice; a malformed or
-/// out-of-range value (window in [1, 2^24]; kernel odd in [1, 2^24]; sinks in [0, 2^24]; budget
+/// out-of-range value (window in [1, 2^24] or `question`, then window_min <= window_max in
+/// [1, 2^24], and window_min / window_max only with it; kernel odd in [1, 2^24]; sinks in [0, 2^24]; budget
 /// an integer >= 1; ratio in [0, 1); pool max|avg; gqa_agg mean|max|sum; alloc
 /// uniform|pyramid|ada; beta finite >= 1; alpha in [0, 1]; seed an unsigned 64-bit integer);
 /// both budget and ratio; budget < window + sinks; beta without alloc=pyramid or alpha without
@@ -76,11 +77,16 @@ struct PressPlanSummary {
   bool compress = false;      ///< the press removes entries from this prompt
   int64_t capacity = 0;       ///< C: tokens kept per KV head of a compressed layer (compress only)
   std::string note;           ///< why a requested press keeps the prompt whole ("" otherwise)
+  int window = 0;             ///< W: observation window of this prompt (compress only)
 };
 
 /// The plan of `spec` for a prompt of `n_tokens` tokens, exactly as a prefill with that press
 /// makes it: a prompt no longer than the budget, or not longer than window + sinks, is kept whole
 /// with a note. Throws snapkv::Error for a bad spec (as validate_press_spec).
-PressPlanSummary plan_press_spec(const PressSpec& spec, int64_t n_tokens);
+/// `question_tokens`: the prompt's question span, its last tokens (the last user turn and the chat
+/// template's closing tokens), 0 when unknown; `window=question` makes it the observation window,
+/// clamped to [window_min, window_max] (32 clamped when unknown). Throws snapkv::Error also for
+/// question_tokens outside [0, n_tokens].
+PressPlanSummary plan_press_spec(const PressSpec& spec, int64_t n_tokens, int64_t question_tokens = 0);
 
 }  // namespace snapkv

@@ -43,6 +43,11 @@ struct PrefillOptions {
   /// floats per layer) so that Sequence::compress() can compress this prompt later, e.g. on
   /// fork()s with different presses. 0 = keep none.
   int retain_window = 0;
+  /// The prompt's question span: its last `question_tokens` tokens are the question (the last
+  /// user turn and the chat template's closing tokens). 0 = unknown. A press with window=question
+  /// makes these tokens its observation window, clamped to [window_min, window_max] (issue 11);
+  /// other presses ignore it. Kept for a later Sequence::compress(). Must be in [0, tokens].
+  int64_t question_tokens = 0;
   /// If set, receives the logits of every prompt token, [n_tokens x n_vocab] row-major, when the
   /// prefill finishes (the vector must outlive every step of a prefill advanced in slices).
   std::vector<float>* all_logits = nullptr;
@@ -70,6 +75,7 @@ struct SequenceStats {
   int64_t budget = 0;            ///< capacity C (tokens per KV head) the press used; 0 if it did not compress
   std::string compression_note;  ///< why a requested press did not compress (prompt fits / too short), else ""
   int64_t n_prompt_tokens = 0;   ///< tokens of the compressed (or first) prompt
+  int window = 0;                ///< observation window W the press used (tokens); 0 if it did not compress
 };
 
 class Sequence {

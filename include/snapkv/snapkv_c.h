@@ -203,6 +203,13 @@ SNAPKV_API int64_t snapkv_sequence_n_ctx(const snapkv_sequence* seq) SNAPKV_NOEX
  *  the middle of the computation, which empties it. */
 SNAPKV_API snapkv_status snapkv_prefill(snapkv_sequence* seq, const int32_t* tokens, size_t n_tokens, const char* press,
                                         const float** logits) SNAPKV_NOEXCEPT;
+/** snapkv_prefill whose last n_question_tokens tokens are the prompt's question span (the last
+ *  user turn and the chat template's closing tokens): a press with window=question makes them
+ *  its observation window, clamped to [window_min, window_max]; 0 = unknown. Errors: as
+ *  snapkv_prefill, and SNAPKV_ERR_INVALID_ARGUMENT for n_question_tokens > n_tokens. */
+SNAPKV_API snapkv_status snapkv_prefill_question(snapkv_sequence* seq, const int32_t* tokens, size_t n_tokens,
+                                                 const char* press, size_t n_question_tokens,
+                                                 const float** logits) SNAPKV_NOEXCEPT;
 /** Appends one token and runs it through the model. *logits (if logits is not NULL) points to
  *  its n_vocab logits, valid as for snapkv_prefill. Errors: SNAPKV_ERR_INVALID_ARGUMENT (NULL
  *  seq, token id out of range), SNAPKV_ERR_CONTEXT_FULL (n_past == n_ctx); then nothing changed. */
@@ -233,6 +240,7 @@ typedef struct snapkv_stats {
   double compression_ms;        /**< time inside the press and compaction */
   const char* press;            /**< the press applied (canonical spec), "none" if none */
   const char* compression_note; /**< why a requested press did not compress, else "" */
+  int32_t window;               /**< observation window W the press used (tokens); 0 if it did not compress */
 } snapkv_stats;
 
 /** Fills *out. Errors: SNAPKV_ERR_INVALID_ARGUMENT (NULL seq/out). */
@@ -277,6 +285,9 @@ typedef struct snapkv_generate_params {
   size_t n_stop;           /**< default 0 */
   const int32_t* question; /**< tokens appended after the compressed prompt, uncompressed; may be NULL */
   size_t n_question;       /**< default 0 */
+  /** the last prompt_question_tokens of the prompt are its question span (window=question
+   *  presses, see snapkv_prefill_question); default 0 = unknown; must be <= n_prompt */
+  size_t prompt_question_tokens;
 } snapkv_generate_params;
 
 /** The default settings (values above). */

@@ -98,6 +98,11 @@ int64_t snapkv_sequence_n_ctx(const snapkv_sequence* seq) noexcept { return vali
 
 snapkv_status snapkv_prefill(snapkv_sequence* seq, const int32_t* tokens, size_t n_tokens, const char* press,
                              const float** logits) noexcept {
+  return snapkv_prefill_question(seq, tokens, n_tokens, press, 0, logits);
+}
+
+snapkv_status snapkv_prefill_question(snapkv_sequence* seq, const int32_t* tokens, size_t n_tokens, const char* press,
+                                      size_t n_question_tokens, const float** logits) noexcept {
   static constexpr const char* fn = "snapkv_prefill";
   if (!valid(seq)) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "seq is NULL or not a snapkv_sequence");
   if (tokens == nullptr) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "tokens is NULL");
@@ -105,9 +110,14 @@ snapkv_status snapkv_prefill(snapkv_sequence* seq, const int32_t* tokens, size_t
   snapkv::Sequence& s = *seq->seq;
   if (n_tokens > static_cast<size_t>(s.n_ctx() - s.n_past()))
     return fail(SNAPKV_ERR_CONTEXT_FULL, fn, context_message(s.n_past(), n_tokens, s.n_ctx()));
+  if (n_question_tokens > n_tokens)
+    return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn,
+                "n_question_tokens " + std::to_string(n_question_tokens) + " exceeds the " + std::to_string(n_tokens) +
+                    " prompt tokens");
   return guarded(fn, SNAPKV_ERR_INVALID_ARGUMENT, [&] {
     snapkv::PrefillOptions po;
     po.press = parse_press(press);
+    po.question_tokens = static_cast<int64_t>(n_question_tokens);
     snapkv::capi::WorkspaceLease ws(*seq->core);
     const std::span<const float> l =
         seq->core->engine->prefill(s, std::span<const int32_t>(tokens, n_tokens), po, ws.get());
@@ -191,6 +201,7 @@ snapkv_status snapkv_sequence_stats(const snapkv_sequence* seq, snapkv_stats* ou
   r.compression_ms = st.compression_ms;
   r.press = st.press.c_str();
   r.compression_note = st.compression_note.c_str();
+  r.window = st.window;
   *out = r;
   return SNAPKV_OK;
 }
@@ -209,6 +220,7 @@ snapkv_generate_params snapkv_generate_params_default(void) noexcept {
   p.n_stop = 0;
   p.question = nullptr;
   p.n_question = 0;
+  p.prompt_question_tokens = 0;
   return p;
 }
 
@@ -222,6 +234,10 @@ snapkv_status snapkv_generate(snapkv_sequence* seq, const int32_t* prompt, size_
   const snapkv_generate_params p = params != nullptr ? *params : snapkv_generate_params_default();
   if (p.question == nullptr && p.n_question > 0)
     return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "params->question is NULL but n_question > 0");
+  if (p.prompt_question_tokens > n_prompt)
+    return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn,
+                "params->prompt_question_tokens " + std::to_string(p.prompt_question_tokens) + " exceeds n_prompt " +
+                    std::to_string(n_prompt));
   if (p.stop == nullptr && p.n_stop > 0)
     return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "params->stop is NULL but n_stop > 0");
   for (size_t i = 0; i < p.n_stop; ++i)
@@ -243,6 +259,7 @@ snapkv_status snapkv_generate(snapkv_sequence* seq, const int32_t* prompt, size_
     o.sampling.seed = p.seed;
     o.ignore_eos = p.ignore_eos != 0;
     o.press = parse_press(p.press);
+    o.question_tokens = static_cast<int64_t>(p.prompt_question_tokens);
     for (size_t i = 0; i < p.n_stop; ++i) o.stop.emplace_back(p.stop[i]);
     if (cb != nullptr)
       o.on_token = [cb, user](int32_t token, std::string_view text) {

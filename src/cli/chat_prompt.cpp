@@ -138,4 +138,12 @@ ChatPrompt render_chat_prompt(const ChatTemplate& tmpl, const ChatFlags& flags, 
   return {std::move(context), std::move(rest)};
 }
 
+ChatTokens tokenize_chat_prompt_question(const ChatTemplate& tmpl, const Tokenizer& tok, const ChatFlags& flags,
+                                         const std::string& messages_json, size_t question_at) {
+  ChatTemplateOptions opt;
+  opt.add_generation_prompt = flags.add_generation_prompt;
+  if (!flags.tools_file.empty()) opt.tools_json = read_flag_file(flags.tools_file, "--tools");
+  return tokenize_chat_question(tok, tmpl, messages_json, opt, question_at);
+}
+
 }  // namespace snapkv::cli

@@ -46,4 +46,10 @@ struct ChatPrompt {
 ChatPrompt render_chat_prompt(const ChatTemplate& tmpl, const ChatFlags& flags, const std::string& messages_json,
                               const std::string& question);
 
+/// Renders and tokenizes `messages_json` with its question span (tokenize_chat_question: the last
+/// user message from byte `question_at` of its text on), for window=question presses. Throws
+/// snapkv::Error for render errors.
+ChatTokens tokenize_chat_prompt_question(const ChatTemplate& tmpl, const Tokenizer& tok, const ChatFlags& flags,
+                                         const std::string& messages_json, size_t question_at);
+
 }  // namespace snapkv::cli

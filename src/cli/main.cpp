@@ -59,9 +59,12 @@ void add_run_options(CLI::App& run, RunOptions& o) {
   using snapkv::cli::press_arg;
   using snapkv::cli::real_in;
   run.add_option("-m,--model", o.model, kModelHelp)->check(non_empty("omit -m to use the default model"));
-  auto* p = run.add_option("-p,--prompt", o.prompt, "prompt text")->check(non_empty("give the text to continue"));
-  auto* f = run.add_option("-f,--file", o.prompt_file, "read the prompt from a file")->check(non_empty("-f FILE"));
-  p->excludes(f);
+  run.add_option("-p,--prompt", o.prompt,
+                 "prompt text; with -f, the question asked after the file's document (its question span, for "
+                 "window=question presses)")
+      ->check(non_empty("give the text to continue"));
+  run.add_option("-f,--file", o.prompt_file, "read the prompt (or, with -p, the document) from a file")
+      ->check(non_empty("-f FILE"));
   run.add_option("-n,--n-predict", o.n_predict, "tokens to generate")
       ->capture_default_str()
       ->check(int_in(0, kMaxCount));
@@ -136,11 +139,17 @@ void add_press_options(CLI::App& app, RunOptions& o) {
   app.add_option("--sinks", o.press.sinks, "attention sinks kept by streamingllm")
       ->capture_default_str()
       ->check(int_in(0, kMaxSpan));
+  app.add_option("--span-gap", o.press.span_gap,
+                 "span-preserving selection: holes of up to G positions between kept tokens are kept too, at the "
+                 "same budget (0: plain top-k)")
+      ->capture_default_str()
+      ->check(int_in(0, kMaxSpan));
 }
 
 // Press flags given, for the "spec or flags, not both" check.
 void collect_press_flags(const CLI::App& app, RunOptions& o) {
-  for (const char* f : {"--budget", "--compression-ratio", "--window", "--kernel", "--pool", "--gqa-agg", "--sinks"})
+  for (const char* f :
+       {"--budget", "--compression-ratio", "--window", "--kernel", "--pool", "--gqa-agg", "--sinks", "--span-gap"})
     if (app.count(f) > 0) o.press_flags.emplace_back(f);
 }
 

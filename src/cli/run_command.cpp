@@ -26,31 +26,56 @@ namespace {
 struct PromptTokens {
   std::vector<int32_t> context;
   std::vector<int32_t> question;  // empty: no second phase
+  int64_t question_span = 0;      // the last tokens of `context` that are its question (0: unknown)
 };
 
-PromptTokens build_prompt(const RunOptions& o, const Engine& engine) {
+/// -f FILE -p TEXT: the file is the document and TEXT the question after it ("\n\n" between).
+constexpr std::string_view kDocumentQuestionSep = "\n\n";
+
+PromptTokens build_prompt(const RunOptions& o, const Engine& engine, bool want_span) {
   const Tokenizer& tok = engine.tokenizer();
   const bool have_text = !o.prompt_file.empty() || !o.prompt.empty();
   if (!have_text && (!o.chat || o.chat_flags.messages_file.empty())) {
     throw Error(o.chat ? "no prompt: give -p TEXT, -f FILE or --messages FILE" : "no prompt: give -p TEXT or -f FILE");
   }
   std::string text;
+  size_t question_at = 0;  // byte of `text` where the question span begins
   if (have_text) {
     text = o.prompt_file.empty() ? o.prompt : read_text_file(o.prompt_file);
     if (text.empty()) throw Error(fmt::format("prompt file '{}' is empty (-f)", o.prompt_file));
+    if (!o.prompt_file.empty() && !o.prompt.empty()) {
+      text += kDocumentQuestionSep;
+      question_at = text.size();
+      text += o.prompt;
+    }
   }
   if (!o.chat) {
-    if (o.question.empty()) return {tok.encode(text, true, false), {}};
-    return {tok.encode(text, true, false), tok.encode("\n\n" + o.question, false, false)};
+    if (!o.question.empty()) return {tok.encode(text, true, false), tok.encode("\n\n" + o.question, false, false), 0};
+    PromptTokens p{tok.encode(text, true, false), {}, 0};
+    if (question_at > 0) {
+      // The span: the ids after the common prefix with the document's own ids (a token merged
+      // across the boundary belongs to the question).
+      const std::vector<int32_t> head = tok.encode(text.substr(0, question_at), true, false);
+      size_t common = 0;
+      while (common < head.size() && common < p.context.size() && head[common] == p.context[common]) ++common;
+      p.question_span = static_cast<int64_t>(p.context.size() - common);
+    }
+    return p;
   }
   // The model's template (or --chat-template): template text is parsed for special tokens,
   // message text never is.
   const ChatTemplate tmpl = load_chat_template(
       o.chat_flags, [&engine] { return engine.chat_template(); }, tok);
   const std::string msgs = build_messages(o.chat_flags, have_text ? &text : nullptr);
+  if (o.question.empty() && want_span) {
+    // window=question: the question span is the last user turn (or, with -f and -p, the -p text);
+    // the ids are those of the plain render.
+    ChatTokens ct = tokenize_chat_prompt_question(tmpl, tok, o.chat_flags, msgs, have_text ? question_at : 0);
+    return {std::move(ct.ids), {}, ct.question_tokens};
+  }
   const ChatPrompt p = render_chat_prompt(tmpl, o.chat_flags, msgs, o.question);
   return {tokenize_chat(tok, p.context, true),
-          o.question.empty() ? std::vector<int32_t>{} : tokenize_chat(tok, p.question, false)};
+          o.question.empty() ? std::vector<int32_t>{} : tokenize_chat(tok, p.question, false), 0};
 }
 
 KVType parse_kv_type(const std::string& s) {
@@ -155,14 +180,16 @@ int run_command(const RunOptions& opt) {
   eo.n_threads = o.threads;
   auto engine = Engine::load(model_path, eo);
 
-  PromptTokens prompt = build_prompt(o, *engine);
+  const bool flags_mode = o.press_spec.empty();
+  const PressSpec press_spec = flags_mode ? to_spec(o.press) : PressSpec::parse(o.press_spec);
+  const auto press = make_press(press_spec);  // validates the spec
+  PromptTokens prompt = build_prompt(o, *engine, press->question_window());
   const std::vector<int32_t> ctx_tokens = std::move(prompt.context);
   const std::vector<int32_t> q_tokens = std::move(prompt.question);
   if (ctx_tokens.empty()) throw Error("the prompt tokenized to zero tokens");
   const int64_t n_prompt = static_cast<int64_t>(ctx_tokens.size() + q_tokens.size());
   // As before the library learned to keep too-short prompts whole: a ratio that leaves fewer
   // tokens than the window, or a window not shorter than the prompt, is an error on the CLI.
-  const bool flags_mode = o.press_spec.empty();
   if (flags_mode && o.press.name != "none") press_capacity(o.press, static_cast<int64_t>(ctx_tokens.size()));
 
   const int64_t n_ctx_train = engine->info().n_ctx_train;
@@ -187,8 +214,9 @@ int run_command(const RunOptions& opt) {
   uint64_t seed = o.seed;
   if (!o.seed_set) seed = std::random_device{}();
   go.sampling = {.temp = o.temp, .top_k = o.top_k, .top_p = o.top_p, .seed = seed};
-  go.press = flags_mode ? to_spec(o.press) : PressSpec::parse(o.press_spec);
-  const PressSpec canonical = make_press(go.press)->spec();  // every key with its value, for the report
+  go.press = press_spec;
+  go.question_tokens = prompt.question_span;
+  const PressSpec canonical = press->spec();  // every key with its value, for the report
   const bool progress = !o.json && stderr_is_tty() && n_prompt >= 256;
   go.on_prefill_progress = [&](int done, int total) {
     if (progress) draw_progress("prefill", done, total);
@@ -237,6 +265,8 @@ int run_command(const RunOptions& opt) {
     j["press_spec"] = canonical.to_string();
     j["compressed"] = st.compressed;
     j["compression_note"] = st.compression_note;
+    j["window_used"] = st.window;  // the observation window W the press used (0: it did not compress)
+    j["n_question_span_tokens"] = prompt.question_span;
     if (flags_mode) {
       j["budget"] = o.press.name == "none" ? 0 : press_capacity(o.press, static_cast<int64_t>(ctx_tokens.size()));
       j["compression_ratio"] = o.ratio_set ? nlohmann::json(o.press.compression_ratio) : nlohmann::json(nullptr);

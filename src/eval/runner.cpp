@@ -21,10 +21,11 @@ double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std
 /// A press applied at prefill, not to a fork (independent mode, or a press that scores with every
 /// prompt query): a fresh sequence prefilled with it; `r` gets the prefill and compression times.
 std::unique_ptr<Sequence> prefill_alone(const Engine& e, const SequenceOptions& so, std::span<const int32_t> tokens,
-                                        const PressSpec& press, Workspace& ws, Record& r) {
+                                        int64_t question_tokens, const PressSpec& press, Workspace& ws, Record& r) {
   auto seq = e.new_sequence(so);
   PrefillOptions po;
   po.press = press;
+  po.question_tokens = question_tokens;
   const auto t0 = Clock::now();
   e.prefill(*seq, tokens, po, ws);
   r.prefill_ms = ms_since(t0);
@@ -65,8 +66,9 @@ PressRun resolve_press(const std::string& text) {
   const PressSpec canon = PressSpec::parse(r.canonical);
   if (auto v = canon.get("ratio")) r.ratio = std::stod(*v);
   if (auto v = canon.get("budget")) r.budget = std::stoll(*v);
-  if (auto v = canon.get("window")) r.window = std::stoi(*v);
-  r.needs_all_queries = make_press(r.spec)->needs_all_queries();
+  const auto press = make_press(r.spec);
+  r.window = press->window();
+  r.needs_all_queries = press->needs_all_queries();
   return r;
 }
 
@@ -113,6 +115,7 @@ nlohmann::ordered_json Record::to_json() const {
       kv_cache_bytes_full > 0 ? static_cast<double>(kv_cache_bytes) / static_cast<double>(kv_cache_bytes_full) : 1.0;
   j["compressed"] = compressed;
   j["kept_budget"] = kept_budget;
+  j["window"] = window;
   j["compression_note"] = compression_note;
   j["forked"] = forked;
   j["prefill_ms"] = prefill_ms;
@@ -187,6 +190,7 @@ void note_cache(Record& r, const Sequence& seq) {
   r.compressed = st.compressed;
   r.kept_budget = st.budget;
   r.compression_note = st.compression_note;
+  r.window = st.window;
 }
 
 // Greedy decoding of `jobs` together, at most `max_rows` rows per step.
@@ -256,6 +260,9 @@ std::vector<Record> Runner::run_generate(const Sample& s, const std::vector<Pres
   std::vector<int32_t> prompt = s.ids.context;
   if (p == Protocol::Aware) prompt.insert(prompt.end(), s.ids.question.begin(), s.ids.question.end());
   const auto n_prompt = static_cast<int64_t>(prompt.size());
+  // The question span of the compressed prompt (window=question): the question and the template's
+  // closing tokens in the aware protocol; unknown (0) when the context is compressed alone.
+  const int64_t n_question = p == Protocol::Aware ? static_cast<int64_t>(s.ids.question.size()) : 0;
   const int n_questions = p == Protocol::Multi ? static_cast<int>(s.questions.size()) : 1;
   SequenceOptions so;
   so.n_ctx = std::max<int64_t>(s.length, static_cast<int64_t>(s.ids.size()) + gen);
@@ -274,7 +281,7 @@ std::vector<Record> Runner::run_generate(const Sample& s, const std::vector<Pres
     for (int q = 0; q < n_questions; ++q)
       if (!skip || !skip(i, q)) t.questions.push_back(q);
     if (t.questions.empty()) continue;
-    const PressPlan plan = plan_press(presses[i].spec, n_prompt);
+    const PressPlan plan = plan_press(presses[i].spec, n_prompt, n_question);
     if (!(plan.compress && plan.needs_all_queries)) need_base = true;
     if (plan.compress) wmax = std::max(wmax, plan.window);
     todo.push_back(std::move(t));
@@ -289,6 +296,7 @@ std::vector<Record> Runner::run_generate(const Sample& s, const std::vector<Pres
     base = e.new_sequence(so);
     PrefillOptions po;
     po.retain_window = static_cast<int>(std::min<int64_t>(wmax, n_prompt));
+    po.question_tokens = n_question;
     const auto t0 = Clock::now();
     e.prefill(*base, prompt, po, ws);
     base_ms = ms_since(t0);
@@ -304,13 +312,13 @@ std::vector<Record> Runner::run_generate(const Sample& s, const std::vector<Pres
   };
   for (const Todo& t : todo) {
     const PressRun& pr = presses[t.press];
-    const PressPlan plan = plan_press(pr.spec, n_prompt);
+    const PressPlan plan = plan_press(pr.spec, n_prompt, n_question);
     const bool alone = opt_.independent || (plan.compress && plan.needs_all_queries);
     // The compressed prompt (context only, or context + question for aware).
     auto compressed = [&](Record& r) {
       std::unique_ptr<Sequence> seq;
       if (alone) {
-        seq = prefill_alone(e, so, prompt, pr.spec, ws, r);
+        seq = prefill_alone(e, so, prompt, n_question, pr.spec, ws, r);
         if (!opt_.independent) last_prefill_ms_ += r.prefill_ms;
       } else {
         seq = base->fork();
@@ -409,7 +417,7 @@ std::vector<Record> Runner::run_fidelity(const Sample& s, const std::vector<Pres
       const PressPlan plan = plan_press(pr.spec, n_ctx_tokens);
       std::unique_ptr<Sequence> seq;
       if (opt_.independent || (plan.compress && plan.needs_all_queries)) {
-        seq = prefill_alone(e, so, ctx, pr.spec, ws, r);
+        seq = prefill_alone(e, so, ctx, 0, pr.spec, ws, r);
         if (!opt_.independent) last_prefill_ms_ += r.prefill_ms;
       } else {
         seq = base->fork();

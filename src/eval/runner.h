@@ -37,7 +37,7 @@ struct PressRun {
   std::string name;                ///< snapkv, none, ...
   std::optional<double> ratio;     ///< the spec's ratio, if any
   std::optional<int64_t> budget;   ///< the spec's budget, if any (or the default 1024 without ratio)
-  int window = 0;                  ///< observation window (0 for none)
+  int window = 0;                  ///< observation window, the largest for window=question (0 for none)
   bool needs_all_queries = false;  ///< h2o: cannot be applied to a fork afterwards
 };
 
@@ -65,6 +65,7 @@ struct Record {
   bool compressed = false, forked = false;
   std::string compression_note;
   int64_t kept_budget = 0;  ///< capacity C the press used (0 when it kept everything)
+  int window = 0;           ///< observation window W the press used (SequenceStats::window; 0 when it kept everything)
   double prefill_ms = 0, compress_ms = 0, question_ms = 0, decode_ms = 0;
   int decode_rows = 0;  ///< rows of the decode steps this record was decoded in
   int64_t n_generated = 0;

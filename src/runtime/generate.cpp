@@ -78,6 +78,7 @@ GenerateResult generate(const Engine& engine, Sequence& seq, std::span<const int
   const auto t0 = Clock::now();
   PrefillOptions po;
   po.press = opt.press;
+  po.question_tokens = opt.question_tokens;
   po.progress = opt.on_prefill_progress;
   std::span<const float> logits = engine.prefill(seq, context, po, ws);
   if (!question.empty()) {

@@ -117,6 +117,7 @@ void Sequence::State::clear() {
   compressed_once = false;
   retained_w = 0;
   retained_n = 0;
+  retained_question = 0;
   retained_q.clear();
   retained_q.shrink_to_fit();
 }
@@ -154,8 +155,11 @@ void Sequence::begin_prefill(std::span<const int32_t> tokens, const PrefillOptio
   if (opt.retain_window < 0 || opt.retain_window > n)
     throw Error(
         fmt::format("prefill: retain_window {} must be in [0, {}] (the prompt's tokens)", opt.retain_window, n));
+  if (opt.question_tokens < 0 || opt.question_tokens > n)
+    throw Error(
+        fmt::format("prefill: question_tokens {} must be in [0, {}] (the prompt's tokens)", opt.question_tokens, n));
   auto job = std::make_unique<PrefillJob>();
-  job->plan = plan_press(opt.press, n);  // throws for a bad spec
+  job->plan = plan_press(opt.press, n, opt.question_tokens);  // throws for a bad spec
   const bool press_on = opt.press.name != "none";
   if (press_on && (st.n_past != 0 || st.compressed_once))
     throw Error(fmt::format("compression is one-shot: prefill with compression needs an empty cache ({} tokens held)",
@@ -174,6 +178,7 @@ void Sequence::begin_prefill(std::span<const int32_t> tokens, const PrefillOptio
     job->all_q.assign(static_cast<size_t>(n) * c.n_head * c.head_dim, 0.0f);
   for (int il = 0; il < c.n_layer; ++il) job->n_compress_layers += c.layer_window(il) == 0 ? 1 : 0;
   job->retain_window = opt.retain_window;
+  job->question_tokens = opt.question_tokens;
   job->press_on = press_on;
   job->all_logits = opt.all_logits;
   job->progress = opt.progress;
@@ -190,11 +195,13 @@ void Sequence::State::start_job() {
     stats.compressed = j.plan.compress;
     stats.budget = j.plan.compress ? j.plan.capacity : 0;
     stats.compression_note = j.plan.note;
+    stats.window = j.plan.compress ? j.plan.window : 0;
   }
   if (n_past == 0) stats.n_prompt_tokens = j.n;
   if (j.retain_window > 0) {
     retained_w = j.retain_window;
     retained_n = j.n;
+    retained_question = j.question_tokens;
     retained_q.assign(static_cast<size_t>(model->config().n_layer), {});
   }
 }
@@ -211,6 +218,7 @@ std::unique_ptr<Sequence> Sequence::fork() const {
   s->compressed_once = st.compressed_once;
   s->retained_w = st.retained_w;
   s->retained_n = st.retained_n;
+  s->retained_question = st.retained_question;
   s->retained_q = st.retained_q;
   return std::unique_ptr<Sequence>(new Sequence(std::move(s)));
 }
@@ -225,7 +233,7 @@ void Sequence::compress(const PressSpec& press, Workspace& ws) {
         "compress: needs the prompt's window queries (PrefillOptions::retain_window) and the sequence holding exactly "
         "that prompt ({} tokens held, {} retained)",
         st.n_past, st.retained_n));
-  PressPlan plan = plan_press(press, st.n_past);
+  PressPlan plan = plan_press(press, st.n_past, st.retained_question);
   if (press.name == "none") return;
   if (plan.compress && plan.needs_all_queries)
     throw Error(fmt::format("compress: press {} needs every prompt query; give it to the prefill instead", plan.spec));
@@ -245,6 +253,7 @@ void Sequence::compress(const PressSpec& press, Workspace& ws) {
   st.stats.compressed = plan.compress;
   st.stats.budget = plan.compress ? plan.capacity : 0;
   st.stats.compression_note = plan.note;
+  st.stats.window = plan.compress ? plan.window : 0;
   if (!plan.compress) return;  // the prompt is kept whole: nothing was compressed, compress() may run again
   st.compressed_once = true;
   std::vector<float> wq(static_cast<size_t>(c.n_head) * W * hd);
@@ -268,6 +277,7 @@ void Sequence::compress(const PressSpec& press, Workspace& ws) {
   // only its KV entries, positions and constant_bytes()).
   st.retained_w = 0;
   st.retained_n = 0;
+  st.retained_question = 0;
   std::vector<std::vector<float>>().swap(st.retained_q);
   st.update_stats();
 }

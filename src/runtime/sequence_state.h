@@ -31,7 +31,8 @@ struct PrefillJob {
   int compress_index = 0;       ///< index of `layer` among the full-attention layers
   int n_compress_layers = 0;
   int retain_window = 0;
-  bool press_on = false;  ///< a press other than "none" was asked for (its plan goes to the stats)
+  int64_t question_tokens = 0;  ///< PrefillOptions::question_tokens
+  bool press_on = false;        ///< a press other than "none" was asked for (its plan goes to the stats)
   std::vector<float>* all_logits = nullptr;
   std::function<void(int, int)> progress;
   bool started = false;
@@ -53,6 +54,7 @@ struct Sequence::State {
   /// of the prompt of retained_n tokens, for Sequence::compress().
   int retained_w = 0;
   int64_t retained_n = 0;
+  int64_t retained_question = 0;  ///< PrefillOptions::question_tokens of that prompt
   std::vector<std::vector<float>> retained_q;
   uint64_t step_mark = 0;  ///< id of the last step that saw this sequence (duplicate check)
 

@@ -20,4 +20,9 @@ std::vector<int32_t> ChatPrompter::tokens(std::span<const ChatMessage> messages)
   return tokenize_chat(*tok_, tmpl_->render(messages), /*add_special=*/true);
 }
 
+ChatTokens ChatPrompter::tokens_with_question(std::span<const ChatMessage> messages) const {
+  if (!tmpl_) throw Error(warning_);
+  return tokenize_chat_question(*tok_, *tmpl_, messages);
+}
+
 }  // namespace snapkv::server

@@ -25,6 +25,10 @@ class ChatPrompter {
   /// Token ids of `messages` with the assistant turn opened, BOS as the tokenizer asks.
   /// Throws snapkv::Error for a model without a template or a conversation the template refuses.
   std::vector<int32_t> tokens(std::span<const ChatMessage> messages) const;
+  /// The same ids with the question span: the last user message to the end of the prompt
+  /// (tokenize_chat_question; question_tokens 0 when the conversation does not end with a user
+  /// message). Same errors.
+  ChatTokens tokens_with_question(std::span<const ChatMessage> messages) const;
   /// "" or why the model fell back to a built-in template / has none.
   const std::string& warning() const { return warning_; }
 

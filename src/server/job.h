@@ -34,6 +34,7 @@ struct JobResult {
   std::string press = "none";
   bool compressed = false;
   std::string compression_note;
+  int window = 0;  ///< observation window W the press used (0: it did not compress)
   double compression_ms = 0;
   double ttft_ms = -1;
   double prefill_ms = 0;
@@ -44,6 +45,7 @@ class Job {
   // Inputs, fixed before Scheduler::submit.
   CompletionRequest req;
   std::vector<int32_t> prompt;  ///< token ids (BOS included)
+  int64_t question_tokens = 0;  ///< the prompt's question span (window=question presses; 0: unknown)
   int64_t max_tokens = 0;       ///< resolved (default applied, capped by the context)
   PressPlanSummary plan;        ///< the press for this prompt length
   KvProjection kv;              ///< what admission reserves: kv.reserve()

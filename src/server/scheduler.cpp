@@ -153,6 +153,7 @@ void Scheduler::finish(Running& r, std::string reason, int error_status, std::st
   res.press = r.job->plan.spec;
   res.compressed = st.compressed;
   res.compression_note = r.job->plan.note;
+  res.window = st.window;
   res.compression_ms = st.compression_ms;
   res.prefill_ms = st.prefill_ms;
   const auto now = Clock::now();
@@ -232,6 +233,7 @@ void Scheduler::loop() {
       if (!r->started) {
         PrefillOptions po;
         po.press = r->job->req.press;
+        po.question_tokens = r->job->question_tokens;
         try {
           r->seq->begin_prefill(r->job->prompt, po);
           r->started = true;

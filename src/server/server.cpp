@@ -96,6 +96,7 @@ json extension(const JobResult& r) {
          {"kv_cache_bytes_reserved", r.kv_cache_bytes_reserved},
          {"press", r.press},
          {"compressed", r.compressed},
+         {"window", r.window},
          {"compression_ms", r.compression_ms},
          {"prefill_ms", r.prefill_ms},
          {"ttft_ms", r.ttft_ms}};
@@ -142,7 +143,14 @@ std::shared_ptr<Job> make_job(Shared& sh, const std::string& body, Endpoint ep) 
     job->prompt = engine.tokenizer().encode(job->req.prompt, /*add_special=*/true, /*parse_special=*/false);
   } else {
     try {
-      job->prompt = sh.chat->tokens(job->req.messages);
+      if (job->req.press.get("window") == std::optional<std::string>("question")) {
+        // window=question: the last user message (and the turn's end) is the observation window.
+        ChatTokens ct = sh.chat->tokens_with_question(job->req.messages);
+        job->prompt = std::move(ct.ids);
+        job->question_tokens = ct.question_tokens;
+      } else {
+        job->prompt = sh.chat->tokens(job->req.messages);
+      }
     } catch (const snapkv::Error& e) {
       throw bad_request("invalid_chat", e.what());
     }
@@ -157,7 +165,7 @@ std::shared_ptr<Job> make_job(Shared& sh, const std::string& body, Endpoint ep) 
   job->max_tokens = std::min(job->req.max_tokens > 0 ? job->req.max_tokens : sh.opt->defaults.max_tokens, room);
   if (!job->req.seed_set) job->req.sampling.seed = std::random_device{}();
   try {
-    job->plan = plan_press_spec(job->req.press, n_prompt);
+    job->plan = plan_press_spec(job->req.press, n_prompt, job->question_tokens);
   } catch (const snapkv::Error& e) {
     // The spec was checked when the body was parsed; what is left is a ratio that would keep
     // fewer tokens of this prompt than the window and sinks that are always kept. Such a prompt is

@@ -207,3 +207,51 @@ TEST(ChatTemplateModel, FallbackAndBaseModels) {
 
 }  // namespace
 }  // namespace snapkv::test
+
+namespace snapkv::test {
+namespace {
+
+// The question span of a chat prompt (window=question, issue 11): the last user message from the
+// given byte, through the end of the turn and the generation prompt.
+TEST(ChatTokens, QuestionSpanIsTheLastUserTurn) {
+  if (!std::filesystem::exists(smollm2_path())) GTEST_SKIP() << "SmolLM2 model missing";
+  GGUFFile f = GGUFFile::open(smollm2_path().string());
+  auto tok = Tokenizer::from_gguf(f);
+  const ChatTemplate tmpl = ChatTemplate::from_gguf(f, tok.get());
+  const std::string doc = "The grass is green. The sky is blue.\n\n";
+  const std::string question = "What color is the sky?";
+  const std::vector<ChatMessage> msgs = {{"user", doc + question}};
+  const std::vector<int32_t> plain = tokenize_chat(*tok, tmpl.render(msgs));
+
+  // From the start of the question: its tokens, then <|im_end|>\n<|im_start|>assistant\n (6
+  // ids), and the "\n\n" before it, which the pre-tokenizer splits differently at the end of the
+  // document alone (the span starts where the ids stop agreeing). The ids are the plain ones.
+  const ChatTokens q = tokenize_chat_question(*tok, tmpl, msgs, {}, doc.size());
+  EXPECT_EQ(q.ids, plain);
+  const std::vector<int32_t> qids = tok->encode(question, false, false);
+  const auto n_q = static_cast<int64_t>(qids.size()) + 6;
+  EXPECT_GE(q.question_tokens, n_q);
+  EXPECT_LE(q.question_tokens, n_q + 2);
+  EXPECT_TRUE(std::equal(qids.begin(), qids.end(), plain.end() - 6 - static_cast<int64_t>(qids.size())));
+
+  // The whole last turn by default (exact: the turn starts after the template's "user\n"); the
+  // JSON form gives the same.
+  const ChatTokens all = tokenize_chat_question(*tok, tmpl, msgs);
+  EXPECT_EQ(all.ids, plain);
+  EXPECT_EQ(all.question_tokens, static_cast<int64_t>(tok->encode(doc + question, false, false).size()) + 6);
+  const ChatTokens js = tokenize_chat_question(
+      *tok, tmpl, R"([{"role":"user","content":"The grass is green. The sky is blue.\n\nWhat color is the sky?"}])", {},
+      doc.size());
+  EXPECT_EQ(js.ids, q.ids);
+  EXPECT_EQ(js.question_tokens, q.question_tokens);
+
+  // No span when the conversation does not end with a user message, or the byte is past its end.
+  const std::vector<ChatMessage> ends_assistant = {{"user", "Hi"}, {"assistant", "Hello"}};
+  const ChatTokens none = tokenize_chat_question(*tok, tmpl, ends_assistant);
+  EXPECT_EQ(none.question_tokens, 0);
+  EXPECT_EQ(none.ids, tokenize_chat(*tok, tmpl.render(ends_assistant)));
+  EXPECT_EQ(tokenize_chat_question(*tok, tmpl, msgs, {}, 10'000).question_tokens, 0);
+}
+
+}  // namespace
+}  // namespace snapkv::test

@@ -205,5 +205,47 @@ TEST(CliPress, PressSpecsEqualFlagsAndReachEveryAllocator) {
   }
 }
 
+// Issue 11 on the CLI: -f DOC -p QUESTION makes the question the prompt's question span, which
+// window=question uses as its observation window (equal to the fixed window of that size);
+// --span-gap equals the spec key.
+TEST(CliPress, QuestionWindowAndSpanGap) {
+  const std::string stories = (shared_dir() / "models" / "stories260K.gguf").string();
+  std::string text;
+  for (int i = 0; i < 30; ++i) text += "Once upon a time there was a little girl who liked to play in the park. ";
+  const fs::path doc = write_temp("snapkv_doc.txt", text);
+  const std::string q = "Where did the girl like to play?";
+  const std::vector<std::string> base = {"-m", stories, "-f", doc.string(), "-p", q, "-n", "6"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = base;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return run_json(a);
+  };
+  const json qw = with({"--press", "snapkv:budget=96,window=question,window_min=4"});
+  ASSERT_FALSE(qw.empty());
+  const int span = qw["n_question_span_tokens"].get<int>();
+  EXPECT_GT(span, 4);
+  EXPECT_LT(span, 64);
+  EXPECT_EQ(qw["window_used"], span);
+  EXPECT_EQ(qw["window"], "question");
+  const json fixed = with({"--press", "snapkv:budget=96,window=" + std::to_string(span)});
+  ASSERT_FALSE(fixed.empty());
+  EXPECT_EQ(fixed["window_used"], span);
+  EXPECT_EQ(qw["generated_token_ids"], fixed["generated_token_ids"]);
+  EXPECT_EQ(qw["kv_cache_bytes"], fixed["kv_cache_bytes"]);
+  EXPECT_EQ(qw["n_prompt_tokens"], fixed["n_prompt_tokens"]);
+
+  const json flag = with({"--press", "snapkv", "--budget", "64", "--span-gap", "3"});
+  const json spec = with({"--press", "snapkv:budget=64,span_gap=3"});
+  ASSERT_FALSE(flag.empty());
+  ASSERT_FALSE(spec.empty());
+  EXPECT_EQ(flag["press_spec"], spec["press_spec"]);
+  EXPECT_EQ(flag["generated_token_ids"], spec["generated_token_ids"]);
+  EXPECT_EQ(flag["kv_cache_bytes"], spec["kv_cache_bytes"]);
+  EXPECT_NE(spec["press_spec"].get<std::string>().find("span_gap=3"), std::string::npos);
+  const auto bad = run_cli({"run", "-m", stories, "-p", "hi", "--press", "snapkv", "--span-gap", "-1"});
+  EXPECT_NE(bad.rc, 0);
+  EXPECT_NE(bad.err.find("--span-gap"), std::string::npos) << bad.err;
+}
+
 }  // namespace
 }  // namespace snapkv::test

@@ -102,7 +102,7 @@ TEST(CliErrors, OneClearLineAndNonZeroExit) {
   const std::vector<Case> cases = {
       {{"run", "-m", "/nonexistent/model.gguf", "-p", "hi"}, "/nonexistent/model.gguf"},
       {{"run", "-m", tmp.string(), "-p", "hi"}, "snapkv_e2e_bad.gguf"},
-      {{"run", "-m", stories(), "-p", "hi", "-f", "/nonexistent/prompt.txt"}, "excludes"},
+      {{"run", "-m", stories(), "-p", "hi", "-f", "/nonexistent/prompt.txt"}, "/nonexistent/prompt.txt"},
       {{"run", "-m", stories(), "-f", "/nonexistent/prompt.txt"}, "/nonexistent/prompt.txt"},
       {{"run", "-m", stories(), "-p", "Once upon a time there was a girl", "-c", "4"}, "does not fit"},
       {{"run", "-m", stories(), "-p", "hi", "--kv-type", "q4"}, "--kv-type"},

@@ -84,7 +84,9 @@ TEST(PressSpec, SyntaxErrorsNamePositionAndText) {
 }
 
 TEST(PressSpec, ValidationErrorsNameKeyValueAndPress) {
-  const std::string snap_keys = "valid keys: budget, ratio, window, sinks, alloc, beta, alpha, kernel, pool, gqa_agg)";
+  const std::string snap_keys =
+      "valid keys: budget, ratio, window, window_min, window_max, sinks, alloc, beta, alpha, span_gap, kernel, "
+      "pool, gqa_agg)";
   struct Bad {
     std::string text;
     std::vector<std::string> parts;
@@ -97,8 +99,8 @@ TEST(PressSpec, ValidationErrorsNameKeyValueAndPress) {
       {"snapkv:kernal=7", {"press snapkv", "unknown key 'kernal'", snap_keys}},
       {"knorm:kernel=7",
        {"press knorm", "unknown key 'kernel'",
-        "valid keys: budget, ratio, window, sinks, alloc, "
-        "beta, alpha)"}},
+        "valid keys: budget, ratio, window, window_min, window_max, sinks, alloc, "
+        "beta, alpha, span_gap)"}},
       {"tova:pool=max", {"press tova", "unknown key 'pool'", "gqa_agg"}},
       {"random:gqa_agg=max", {"press random", "unknown key 'gqa_agg'", "seed"}},
       {"streamingllm:kernel=7", {"press streamingllm", "unknown key 'kernel'"}},
@@ -161,7 +163,8 @@ TEST(PressSpec, ValidSpecs) {
 TEST(PressSpec, ParamsOfEveryPress) {
   expect_error([] { press_params("nosuch"); }, {"unknown press 'nosuch'", "none, snapkv"}, "press_params");
   EXPECT_TRUE(press_params("none").empty());
-  const std::vector<std::string> common = {"budget", "ratio", "window", "sinks", "alloc", "beta", "alpha"};
+  const std::vector<std::string> common = {"budget", "ratio", "window", "window_min", "window_max",
+                                           "sinks",  "alloc", "beta",   "alpha",      "span_gap"};
   const std::map<std::string, std::vector<std::string>> own = {{"snapkv", {"kernel", "pool", "gqa_agg"}},
                                                                {"pyramidkv", {"kernel", "pool", "gqa_agg"}},
                                                                {"adakv", {"kernel", "pool", "gqa_agg"}},
@@ -182,6 +185,7 @@ TEST(PressSpec, ParamsOfEveryPress) {
       PressSpec s{name, {{p.key, p.default_value}}};
       if (p.key == "beta") s.set("alloc", "pyramid");
       if (p.key == "alpha") s.set("alloc", "ada");
+      if (p.key == "window_min" || p.key == "window_max") s.set("window", "question");
       EXPECT_NO_THROW(validate_press_spec(s)) << s.to_string();
     }
     std::vector<std::string> expect = common;
@@ -205,17 +209,18 @@ TEST(PressSpec, ParamsOfEveryPress) {
 TEST(PressSpec, CanonicalSpecHasEveryKeyResolved) {
   const auto canon = [](const std::string& text) { return make_press(PressSpec::parse(text))->spec().to_string(); };
   EXPECT_EQ(canon("none"), "none");
-  EXPECT_EQ(canon("snapkv"), "snapkv:budget=1024,window=32,sinks=0,alloc=uniform,kernel=7,pool=max,gqa_agg=mean");
+  EXPECT_EQ(canon("snapkv"),
+            "snapkv:budget=1024,window=32,sinks=0,alloc=uniform,span_gap=0,kernel=7,pool=max,gqa_agg=mean");
   EXPECT_EQ(canon("pyramidkv:budget=256"),
-            "pyramidkv:budget=256,window=32,sinks=0,alloc=pyramid,beta=20,kernel=7,pool=max,gqa_agg=mean");
+            "pyramidkv:budget=256,window=32,sinks=0,alloc=pyramid,beta=20,span_gap=0,kernel=7,pool=max,gqa_agg=mean");
   EXPECT_EQ(canon("adakv:pool=avg,ratio=0.50,alpha=0.25"),
-            "adakv:ratio=0.5,window=32,sinks=0,alloc=ada,alpha=0.25,kernel=7,pool=avg,gqa_agg=mean");
-  EXPECT_EQ(canon("streamingllm"), "streamingllm:budget=1024,window=32,sinks=4,alloc=uniform");
-  EXPECT_EQ(canon("knorm:alloc=ada,window=016"), "knorm:budget=1024,window=16,sinks=0,alloc=ada,alpha=0.2");
+            "adakv:ratio=0.5,window=32,sinks=0,alloc=ada,alpha=0.25,span_gap=0,kernel=7,pool=avg,gqa_agg=mean");
+  EXPECT_EQ(canon("streamingllm"), "streamingllm:budget=1024,window=32,sinks=4,alloc=uniform,span_gap=0");
+  EXPECT_EQ(canon("knorm:alloc=ada,window=016"), "knorm:budget=1024,window=16,sinks=0,alloc=ada,alpha=0.2,span_gap=0");
   EXPECT_EQ(canon("tova:alloc=pyramid,beta=4.0"),
-            "tova:budget=1024,window=32,sinks=0,alloc=pyramid,beta=4,gqa_agg=mean");
-  EXPECT_EQ(canon("random:seed=7"), "random:budget=1024,window=32,sinks=0,alloc=uniform,seed=7");
-  EXPECT_EQ(canon("h2o:ratio=-0"), "h2o:ratio=0,window=32,sinks=0,alloc=uniform,gqa_agg=mean");
+            "tova:budget=1024,window=32,sinks=0,alloc=pyramid,beta=4,span_gap=0,gqa_agg=mean");
+  EXPECT_EQ(canon("random:seed=7"), "random:budget=1024,window=32,sinks=0,alloc=uniform,span_gap=0,seed=7");
+  EXPECT_EQ(canon("h2o:ratio=-0"), "h2o:ratio=0,window=32,sinks=0,alloc=uniform,span_gap=0,gqa_agg=mean");
 }
 
 // Every press: spec() lists each of its keys (ratio only when set, beta/alpha with their
@@ -240,7 +245,9 @@ TEST(PressSpec, EveryPressRoundTrips) {
                               : info.key == "budget" ? !extra.starts_with("ratio")
                               : info.key == "beta"   ? alloc == "pyramid"
                               : info.key == "alpha"  ? alloc == "ada"
-                                                     : true;
+                              : info.key == "window_min" || info.key == "window_max"
+                                  ? s.get("window") == std::optional<std::string>("question")
+                                  : true;
         EXPECT_EQ(keys.count(info.key), expected ? 1u : 0u) << text << " key " << info.key;
       }
       EXPECT_EQ(p->window(), name == "none" ? 0 : 32) << text;

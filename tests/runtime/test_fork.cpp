@@ -3,6 +3,8 @@
 // copies are independent; the query-agnostic protocol works on a compressed fork.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "runtime/runtime_util.h"
 
 namespace snapkv {
@@ -171,6 +173,55 @@ TEST(Fork, CompressFreesTheRetainedQueriesAndDecodingFreesThePrefillLogits) {
   EXPECT_TRUE(plain->prefill_logits().empty());
   EXPECT_EQ(s_before - s->constant_bytes(), logits_bytes);
   EXPECT_EQ(plain_before - plain->constant_bytes(), logits_bytes);
+}
+
+}  // namespace
+}  // namespace snapkv
+
+namespace snapkv {
+namespace {
+
+// window=question (issue 11): the prompt's question span, given as PrefillOptions::question_tokens,
+// is the observation window: the cache equals a fixed window of that size, in the prefill and on a
+// compressed fork, and stats() reports the window used.
+TEST(Fork, QuestionWindowEqualsTheFixedWindowOfItsSpan) {
+  auto e = rtest::stories();
+  const auto p = rtest::prompt(300, e->info().n_vocab, 9);
+  Workspace ws(*e);
+  SequenceOptions so;
+  so.log_kept = true;
+  for (const int64_t span : {int64_t{3}, int64_t{20}, int64_t{100}}) {
+    const int W = static_cast<int>(std::clamp<int64_t>(span, 8, 40));
+    auto fixed = e->new_sequence(so);
+    PrefillOptions fo;
+    fo.press = PressSpec::parse("snapkv:budget=90,window=" + std::to_string(W));
+    e->prefill(*fixed, p, fo, ws);
+
+    auto q = e->new_sequence(so);
+    PrefillOptions qo;
+    qo.press = PressSpec::parse("snapkv:budget=90,window=question,window_max=40");
+    qo.question_tokens = span;
+    e->prefill(*q, p, qo, ws);
+    rtest::expect_same_cache(q->kv_cache(), fixed->kv_cache(), "prefill span " + std::to_string(span));
+    EXPECT_EQ(q->stats().window, W);
+    EXPECT_EQ(fixed->stats().window, W);
+
+    auto base = e->new_sequence(so);
+    PrefillOptions bo;
+    bo.retain_window = 40;
+    bo.question_tokens = span;
+    e->prefill(*base, p, bo, ws);
+    auto f = base->fork();
+    f->compress(qo.press, ws);
+    rtest::expect_same_cache(f->kv_cache(), fixed->kv_cache(), "fork span " + std::to_string(span));
+    EXPECT_EQ(f->stats().window, W);
+  }
+  // A span longer than the prompt is refused before anything runs.
+  auto bad = e->new_sequence(so);
+  PrefillOptions po;
+  po.question_tokens = 301;
+  EXPECT_THROW(e->prefill(*bad, p, po, ws), Error);
+  EXPECT_EQ(bad->n_past(), 0);
 }
 
 }  // namespace

@@ -285,6 +285,21 @@ def case_openai(binary):
         check(n_plain > 1, f"/tokenize parsed the special token: {n_plain} token")
         check(chat_prompt_tokens("<|im_end|>") == chat_prompt_tokens("a") - n_a + n_plain,
               "special-token text in a message was parsed as a control token")
+        # window=question (issue 11): the last user message is the observation window, as in the CLI.
+        doc = long_text()[:1500]
+        press = "snapkv:budget=96,window=question,window_min=4,window_max=40,span_gap=2"
+        want = cli_greedy(binary, SMOLLM2, doc + " " + question, 8, press=press, chat=True)
+        r = client.chat.completions.create(model="smollm2", messages=[{"role": "user", "content": doc + " " + question}],
+                                           max_tokens=8, temperature=0, extra_body={"kv_compression": press})
+        ext = r.model_extra["snapkv"]
+        check(r.choices[0].message.content == want["text"], f"window=question chat {r.choices[0].message.content!r} != CLI {want['text']!r}")
+        check(ext["compressed"] is True and ext["window"] == want["window_used"] == 40,
+              f"window=question: server {ext}, CLI window {want['window_used']}")
+        r = client.chat.completions.create(model="smollm2", max_tokens=2, temperature=0, extra_body={"kv_compression": press},
+                                           messages=[{"role": "user", "content": doc}, {"role": "assistant", "content": "Yes."},
+                                                     {"role": "user", "content": question}])
+        ext = r.model_extra["snapkv"]
+        check(ext["compressed"] is True and 4 < ext["window"] < 40, f"window=question, a short last turn: {ext}")
     finally:
         rc = srv.stop()
     check(rc == 0, f"exit status {rc} after SIGTERM")

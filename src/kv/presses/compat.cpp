@@ -36,6 +36,8 @@ void validate(const PressConfig& c) {
     throw Error(fmt::format("--window must be in [1, {}], got {}", kMaxSpan, c.window));
   if (c.kernel < 1 || c.kernel > kMaxSpan || c.kernel % 2 == 0)
     throw Error(fmt::format("--kernel must be odd and in [1, {}], got {}", kMaxSpan, c.kernel));
+  if (c.span_gap < 0 || c.span_gap > kMaxSpan)
+    throw Error(fmt::format("--span-gap must be in [0, {}], got {}", kMaxSpan, c.span_gap));
   if (c.name == "none") return;  // keeps everything: budget and ratio are ignored
   if (budget_set(c) == ratio_set(c))
     throw Error(fmt::format("press {}: set exactly one of --budget and --compression-ratio (got {})", c.name,
@@ -91,6 +93,7 @@ PressSpec to_spec(const PressConfig& c) {
   if (c.name == "pyramidkv") s.set("beta", fmt::format("{}", c.pyramid_beta));
   if (c.name == "adakv") s.set("alpha", fmt::format("{}", c.adakv_alpha));
   if (c.name == "random") s.set("seed", std::to_string(c.seed));
+  if (c.span_gap > 0) s.set("span_gap", std::to_string(c.span_gap));
   return s;
 }
 

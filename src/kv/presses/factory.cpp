@@ -35,6 +35,20 @@ const PressDef& find_def(std::string_view name) {
   throw Error(fmt::format("unknown press '{}' (valid: {})", shown(name), join(press_names())));
 }
 
+/// `window`: an integer W in [1, 2^24], or `question` (the question-aligned window, issue 11).
+ParamDef window_param() {
+  ParamDef p = int_param("window", 32, 1, kMaxSpan,
+                         "W: observation window (its queries score the prompt); the last W positions are always "
+                         "kept; `question`: the prompt's question span (the last user turn and the template's "
+                         "closing tokens, as the caller gives it) clamped to [window_min, window_max]");
+  p.expect += " or question";
+  p.canonical = [int_canonical = p.canonical](std::string_view v) -> std::optional<std::string> {
+    if (v == "question") return std::string(v);
+    return int_canonical(v);
+  };
+  return p;
+}
+
 /// The keys every compressing press has, with this press's defaults of sinks and alloc.
 std::vector<ParamDef> common_params(const PressDef& d) {
   const double inf = std::numeric_limits<double>::infinity();
@@ -45,8 +59,13 @@ std::vector<ParamDef> common_params(const PressDef& d) {
       real_param("ratio", std::nan(""), 0.0, 1.0, true,
                  "fraction of the prompt positions removed (kvpress's convention): C = L - floor(L * ratio); "
                  "excludes budget"),
-      int_param("window", 32, 1, kMaxSpan,
-                "W: observation window (its queries score the prompt); the last W positions are always kept"),
+      window_param(),
+      int_param("window_min", 8, 1, kMaxSpan,
+                "window=question only: the fewest window queries (a shorter question takes the prompt tokens before "
+                "it too)"),
+      int_param("window_max", 64, 1, kMaxSpan,
+                "window=question only: the most window queries (a longer question votes with its last window_max "
+                "tokens)"),
       int_param("sinks", d.sinks, 0, kMaxSpan, "S: the first S positions (attention sinks) are always kept"),
       choice_param("alloc", d.alloc, {"uniform", "pyramid", "ada"},
                    "budget allocator: uniform (C per KV head), pyramid (PyramidKV: per layer, decreasing with "
@@ -57,6 +76,9 @@ std::vector<ParamDef> common_params(const PressDef& d) {
       real_param("alpha", 0.2, 0.0, 1.0, false,
                  "alloc=ada only: safeguard fraction, each head first keeps its own floor(alpha (C-W-S)) best "
                  "(Feng et al. 2024, arXiv 2407.11550)"),
+      int_param("span_gap", 0, 0, kMaxSpan,
+                "G: span-preserving selection, holes of up to G positions between kept ones are kept too and paid "
+                "for by the lowest-scored run ends, same budget (0: plain top-k, the paper's selection)"),
   };
 }
 
@@ -111,6 +133,11 @@ Resolved resolve(const PressSpec& spec) {
     throw Error(fmt::format("press {}: beta applies only to alloc=pyramid (alloc is {})", def.name, alloc));
   if (find_given("alpha") && alloc != "ada")
     throw Error(fmt::format("press {}: alpha applies only to alloc=ada (alloc is {})", def.name, alloc));
+  const bool question = find_given("window") == std::optional<std::string>("question");
+  for (const char* k : {"window_min", "window_max"})
+    if (find_given(k) && !question)
+      throw Error(fmt::format("press {}: {} applies only to window=question (window is {})", def.name, k,
+                              find_given("window").value_or("32")));
   const auto budget = find_given("budget"), ratio = find_given("ratio");
   if (budget && ratio)
     throw Error(
@@ -123,21 +150,33 @@ Resolved resolve(const PressSpec& spec) {
   };
   PressSettings& s = r.settings;
   s.compresses = true;
-  s.window = static_cast<int>(common_int("window"));
+  if (question) {
+    s.question_window = true;
+    s.window_min = static_cast<int>(common_int("window_min"));
+    s.window = static_cast<int>(common_int("window_max"));
+    if (s.window_min > s.window)
+      throw Error(
+          fmt::format("press {}: window_min={} is larger than window_max={}", def.name, s.window_min, s.window));
+  } else {
+    s.window = static_cast<int>(common_int("window"));
+  }
   s.sinks = common_int("sinks");
+  s.span_gap = common_int("span_gap");
   if (ratio) {
     s.ratio = parse_real(*ratio).value();
     r.canonical.set("ratio", *ratio);
   } else {
     s.budget = common_int("budget");
     if (s.budget < s.window + s.sinks)
-      throw Error(fmt::format("press {}: budget={}{} is smaller than window={} + sinks={} (always kept)", def.name,
-                              s.budget, budget ? "" : " (the default)", s.window, s.sinks));
+      throw Error(fmt::format("press {}: budget={}{} is smaller than {}={} + sinks={} (always kept)", def.name,
+                              s.budget, budget ? "" : " (the default)", question ? "window_max" : "window", s.window,
+                              s.sinks));
     r.canonical.set("budget", std::to_string(s.budget));
   }
   for (const ParamDef& p : common) {
     if (p.key == "budget" || p.key == "ratio") continue;  // set above, first
     if ((p.key == "beta" && alloc != "pyramid") || (p.key == "alpha" && alloc != "ada")) continue;
+    if ((p.key == "window_min" || p.key == "window_max") && !question) continue;
     r.canonical.set(p.key, value(p));
   }
   for (const ParamDef& p : def.params) r.canonical.set(p.key, value(p));

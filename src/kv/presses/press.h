@@ -59,11 +59,14 @@ struct PressResult {
 
 /// Settings every press resolves from its spec (internal; see PressSpec for the keys).
 struct PressSettings {
-  bool compresses = false;  ///< false only for `none`
-  int64_t budget = 0;       ///< C tokens per KV head, window included; 0 when `ratio` is used
-  double ratio = -1;        ///< fraction of prompt positions removed, in [0, 1); -1 when `budget` is used
-  int window = 0;           ///< W
-  int64_t sinks = 0;        ///< S
+  bool compresses = false;       ///< false only for `none`
+  int64_t budget = 0;            ///< C tokens per KV head, window included; 0 when `ratio` is used
+  double ratio = -1;             ///< fraction of prompt positions removed, in [0, 1); -1 when `budget` is used
+  int window = 0;                ///< W; with question_window the largest W (window_max)
+  bool question_window = false;  ///< window=question: W = the question span clamped to [window_min, window]
+  int window_min = 0;            ///< question_window only
+  int64_t sinks = 0;             ///< S
+  int64_t span_gap = 0;          ///< G: span closing of the picks (span_closing.h); 0 = plain top-k
 };
 
 /// A compression policy, built by make_press() from a spec.
@@ -74,31 +77,47 @@ class Press {
     bool compress = false;  ///< false: keep every token (reason says why); never an error
     int64_t capacity = 0;   ///< C tokens per KV head: the budget, or L - floor(L * ratio)
     std::string reason;     ///< why compress is false (empty when it is true)
+    /// W of this prompt: the fixed window, or with window=question the question span clamped to
+    /// [window_min, window_max] (kDefaultQuestionWindow when the caller gave no span). 0 for none.
+    int window = 0;
   };
+
+  /// The question-aligned window of a prompt whose question span is unknown (question_tokens 0):
+  /// the paper's W = 32, clamped to [window_min, window_max].
+  static constexpr int kDefaultQuestionWindow = 32;
 
   virtual ~Press() = default;
   std::string_view name() const { return spec_.name; }
   /// Canonical spec: every key with its resolved value (budget or ratio, window, sinks, alloc,
   /// the allocator's beta / alpha, the scorer's keys); make_press(spec()) builds the same press.
   const PressSpec& spec() const { return spec_; }
-  /// W: the window queries the engine must collect; the last W positions are always kept. 0 for none.
+  /// W: the window queries the engine must collect at most (window=question: window_max); the
+  /// last plan(L).window positions are always kept. 0 for none.
   int window() const { return settings_.window; }
+  /// True for window=question: the window of each prompt comes from its question span (plan()).
+  bool question_window() const { return settings_.question_window; }
   /// S: the first S positions (attention sinks), always kept.
   int64_t sinks() const { return settings_.sinks; }
   /// True if compress() needs PressInput::all_q (H2O).
   virtual bool needs_all_queries() const { return false; }
 
-  /// The capacity for a prompt of `n_tokens` tokens and whether to compress it: compress = false
-  /// when the press is `none`, when L <= C ("prompt of L tokens fits the budget C") or when
-  /// L <= W + S (too short to compress); such prompts are served uncompressed. Throws
-  /// snapkv::Error for n_tokens < 0, and when a ratio leaves C < W + S tokens of a longer prompt.
-  Plan plan(int64_t n_tokens) const;
+  /// The capacity and window for a prompt of `n_tokens` tokens and whether to compress it:
+  /// compress = false when the press is `none`, when L <= C ("prompt of L tokens fits the budget
+  /// C") or when L <= W + S (too short to compress); such prompts are served uncompressed.
+  /// `question_tokens`: the length of the prompt's question span (its last tokens: the last user
+  /// turn and the chat template's closing tokens), 0 when unknown; only window=question reads it.
+  /// Throws snapkv::Error for n_tokens < 0, question_tokens outside [0, n_tokens], and when a ratio
+  /// leaves C < W + S tokens of a longer prompt.
+  Plan plan(int64_t n_tokens, int64_t question_tokens = 0) const;
 
   /// Selects the positions to keep; `capacity` = C tokens per KV head (window and sinks
   /// included). C >= L keeps everything. A press may distribute a layer's total differently
   /// across heads (alloc=ada) or layers (alloc=pyramid) but keeps the documented totals.
   /// Throws snapkv::Error naming the press, layer and field for an inconsistent input.
   virtual PressResult compress(const PressInput& in, int64_t capacity) const = 0;
+
+ private:
+  Plan plan_with_window(int64_t L, int W) const;
 
  protected:
   Press(PressSpec canonical, PressSettings settings) : spec_(std::move(canonical)), settings_(settings) {}
@@ -130,6 +149,7 @@ struct PressConfig {
   double pyramid_beta = 20;  ///< PyramidKV beta
   double adakv_alpha = 0.2;  ///< AdaKV safeguard fraction
   uint64_t seed = 0;         ///< for `random`
+  int64_t span_gap = 0;      ///< G: span-preserving selection of every compressing press (0: plain top-k)
 };
 
 /// The spec of a config that passes make_press(cfg)'s checks: the keys its press owns (sinks only

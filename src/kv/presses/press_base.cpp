@@ -3,32 +3,49 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <utility>
 
+#include "kv/presses/span_closing.h"
 #include "snapkv/error.h"
 
 namespace snapkv {
 
-Press::Plan Press::plan(int64_t n_tokens) const {
+Press::Plan Press::plan(int64_t n_tokens, int64_t question_tokens) const {
   const PressSettings& s = settings_;
   const int64_t L = n_tokens;
   if (L < 0) throw Error(fmt::format("press {}: plan: n_tokens = {} must be >= 0", name(), L));
-  if (!s.compresses) return {false, L, "press none keeps every token"};
+  if (question_tokens < 0 || question_tokens > L)
+    throw Error(fmt::format("press {}: plan: question_tokens = {} must be in [0, {}] (the prompt's tokens)", name(),
+                            question_tokens, L));
+  if (!s.compresses) return {false, L, "press none keeps every token", 0};
+  int W = s.window;
+  if (s.question_window) {
+    const int64_t q = question_tokens > 0 ? question_tokens : kDefaultQuestionWindow;
+    W = static_cast<int>(std::clamp<int64_t>(q, s.window_min, s.window));
+  }
+  return plan_with_window(L, W);
+}
+
+Press::Plan Press::plan_with_window(int64_t L, int W) const {
+  const PressSettings& s = settings_;
   const bool by_ratio = s.ratio >= 0;
   // kvpress convention: a ratio removes floor(L * ratio) positions.
   const int64_t C = by_ratio ? L - static_cast<int64_t>(std::floor(static_cast<double>(L) * s.ratio)) : s.budget;
   if (L <= C) {
     return {false, C,
             by_ratio ? fmt::format("prompt of {} tokens fits the capacity {} left by ratio={}", L, C, s.ratio)
-                     : fmt::format("prompt of {} tokens fits the budget {}", L, C)};
+                     : fmt::format("prompt of {} tokens fits the budget {}", L, C),
+            W};
   }
-  const int64_t keep = s.window + s.sinks;
+  const int64_t keep = W + s.sinks;
   if (L <= keep) {
     return {false, C,
-            fmt::format("prompt of {} tokens is too short to compress (window={} + sinks={} are always kept)", L,
-                        s.window, s.sinks)};
+            fmt::format("prompt of {} tokens is too short to compress (window={} + sinks={} are always kept)", L, W,
+                        s.sinks),
+            W};
   }
   // Only a ratio can get here with C < W + S (a budget below it is rejected by the spec checks):
   // an error, never a silently weakened ratio nor an evicted window.
@@ -36,9 +53,9 @@ Press::Plan Press::plan(int64_t n_tokens) const {
     throw Error(fmt::format(
         "press {}: ratio={} leaves {} of {} prompt tokens per KV head, fewer than window={} + sinks={} that are always "
         "kept (use a smaller ratio or window)",
-        name(), s.ratio, C, L, s.window, s.sinks));
+        name(), s.ratio, C, L, W, s.sinks));
   }
-  return {true, C, {}};
+  return {true, C, {}, W};
 }
 
 namespace press_detail {
@@ -71,7 +88,10 @@ class ScorerPress final : public Press {
       if (static_cast<int64_t>(s.size()) != L - W)
         throw Error(fmt::format("press {}, layer {}: scorer returned {} scores, expected {}", name(), in.layer,
                                 s.size(), L - W));
-    const std::vector<std::vector<int32_t>> picks = alloc_->pick(scores, S, capacity - W - S, in);
+    std::vector<std::vector<int32_t>> picks = alloc_->pick(scores, S, capacity - W - S, in);
+    if (settings().span_gap > 0)
+      for (size_t h = 0; h < picks.size(); ++h)
+        picks[h] = close_spans(picks[h], scores[h], S, L - W, settings().span_gap);
     const bool reported = scorer_->reports_scores();
     PressResult res;
     res.kept.resize(scores.size());

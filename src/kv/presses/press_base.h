@@ -10,6 +10,8 @@
 //      compressed layer i, the layers' k_i summing to n_layers * k; ada: the layer's H * k picks
 //      shared by the heads), by top-k with deterministic ties (higher score first, the earlier
 //      position on ties, NaN as -inf);
+//   4b. span_gap G > 0: the picks of each head are closed (span_closing.h): holes of up to G
+//      positions filled, paid for by the lowest-scored run ends, same count per head;
 //   5. kept = sinks + picks + window, ascending; scores = +inf, the picks' scores (+inf when the
 //      scorer does not reports_scores()), +inf.
 // With S = 0 this is exactly the SnapKV / PyramidKV / AdaKV selection of the papers.
