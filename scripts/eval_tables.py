@@ -5,7 +5,8 @@
 
 Prints: the full-cache baseline per task and length (both protocols); per protocol, the mean
 score of each press at each compression ratio over the tasks and lengths, with its fraction of
-the full cache's mean on the same samples; and, for fidelity rows, KL / top-1 / perplexity delta
+the full cache's mean on the same samples; per protocol, how many of the (task, length) cells the
+full cache solves each press still solves; and, for fidelity rows, KL / top-1 / perplexity delta
 per press and budget (or ratio). Standard library only.
 """
 import argparse
@@ -77,6 +78,27 @@ def main():
                     frac = f"{s / f:.2f}" if f else "-"
                     cells.append(f"{fmt(s)} ({frac})")
                 print(f"| {nm} | " + " | ".join(cells) + " |")
+            print()
+        # Only the (task, length) cells the full cache solves can show a loss: how many of them
+        # each press still solves (score 100).
+        for p in protos:
+            solved = {(t, n) for (t, n, q), v in full.items() if q == p and v is not None and v >= 100}
+            if not solved:
+                continue
+            hit = defaultdict(int)
+            for r in scored:
+                if r["protocol"] != p or r["press"] == "none" or (r["task"], r["length"]) not in solved:
+                    continue
+                k = (r["press_name"], r["ratio"] if r["ratio"] is not None else f"b{r['budget']}")
+                hit[k] += 1 if (r["score"] or 0) >= 100 else 0
+            cols = sorted({k[1] for k in hit}, key=lambda x: (isinstance(x, str), x))
+            cells_solved = ", ".join(f"{t}@{n}" for t, n in sorted(solved))
+            print(f"Protocol `{p}`: of the {len(solved)} (task, length) cells the full cache solves "
+                  f"({cells_solved}), how many the press still solves:\n")
+            print("| press | " + " | ".join(str(c) for c in cols) + " |")
+            print("|---" * (len(cols) + 1) + "|")
+            for nm in sorted({k[0] for k in hit}):
+                print(f"| {nm} | " + " | ".join(f"{hit.get((nm, c), 0)} / {len(solved)}" for c in cols) + " |")
             print()
 
     if fid:

@@ -3,10 +3,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <functional>
 #include <map>
 #include <numbers>
+#include <set>
+#include <string>
 #include <utility>
 
 #include "eval/haystack.h"
@@ -280,7 +283,7 @@ struct Generator::Impl {
   const PromptFormat* fmt;
   uint64_t run_seed = 0;  // of the current request (the vt example is one per run)
   std::vector<std::string> cwe_vocab;
-  std::vector<std::vector<int32_t>> file_tokens;  // fidelity: each licence file, tokenised alone
+  std::vector<std::vector<std::string>> file_lines;  // fidelity: each licence file's lines ("\n" kept)
 
   int64_t count(const TaskText& t) const { return static_cast<int64_t>(fmt->tokenize(t).size()); }
 
@@ -697,31 +700,64 @@ void Generator::Impl::fwe(Sample& s, int64_t target) {
   s.expected.assign(vocab.begin() + 1, vocab.begin() + 4);
 }
 
-// fidelity: the raw licence text from a seeded file start, tokenised file by file; target
-// context ids (BOS first when the model adds one), then gen_tokens + 1 continuation ids.
+// fidelity: the licence text from a seeded file start, files in order (cyclically), every line
+// whose text (whitespace collapsed) is already in the document dropped: the Debian licences
+// include near-copies (GFDL-1.2 / 1.3, LGPL-2 / 2.1, GPL-1 / 2 / 3), and a continuation that
+// repeats its context measures copying, not language (full-cache perplexity ~1.04 before).
+// Tokenised file by file; target context ids (BOS first when the model adds one), then
+// gen_tokens + 1 continuation ids.
 void Generator::Impl::fidelity(Sample& s, int64_t target) {
   const Tokenizer& tok = fmt->tokenizer();
   const TextSource& t = natural_text();
-  if (file_tokens.empty()) {
+  if (file_lines.empty()) {
     for (size_t i = 0; i < t.files.size(); ++i) {
       const size_t end = i + 1 < t.file_starts.size() ? t.file_starts[i + 1] : t.raw.size();
-      file_tokens.push_back(
-          tok.encode(std::string_view(t.raw).substr(t.file_starts[i], end - t.file_starts[i]), false, false));
+      const std::string_view text = std::string_view(t.raw).substr(t.file_starts[i], end - t.file_starts[i]);
+      std::vector<std::string>& lines = file_lines.emplace_back();
+      for (size_t a = 0; a < text.size();) {
+        const size_t nl = text.find('\n', a);
+        const size_t b = nl == std::string_view::npos ? text.size() : nl + 1;
+        lines.emplace_back(text.substr(a, b - a));
+        a = b;
+      }
     }
   }
+  const auto key = [](const std::string& line) {
+    std::string k;
+    for (char c : line) {
+      if (std::isspace(static_cast<unsigned char>(c))) {
+        if (!k.empty() && k.back() != ' ') k += ' ';
+      } else {
+        k += c;
+      }
+    }
+    while (!k.empty() && k.back() == ' ') k.pop_back();
+    return k;
+  };
   Rng rng(s.seed);
-  const size_t first = static_cast<size_t>(rng.below(file_tokens.size()));
+  const size_t first = static_cast<size_t>(rng.below(file_lines.size()));
   const size_t need = static_cast<size_t>(target) + static_cast<size_t>(s.gen_tokens) + 1;
   std::vector<int32_t> ids;
   if (tok.add_bos() && tok.bos() >= 0) ids.push_back(tok.bos());
-  size_t total = 0;
-  for (const auto& f : file_tokens) total += f.size();
-  if (total < 256) throw Error("fidelity: the natural text is too short");
-  for (size_t i = first; ids.size() < need; i = (i + 1) % file_tokens.size())
-    ids.insert(ids.end(), file_tokens[i].begin(), file_tokens[i].end());
+  std::set<std::string> seen;
+  for (size_t n = 0; ids.size() < need; ++n) {
+    if (n == file_lines.size())
+      throw Error(
+          fmt::format("fidelity: the natural text ({}) holds {} tokens of distinct lines, fewer than the {} a "
+                      "sample of {} tokens needs",
+                      t.dir, ids.size(), need, target + s.gen_tokens));
+    std::string text;
+    for (const std::string& line : file_lines[(first + n) % file_lines.size()]) {
+      const std::string k = key(line);
+      if (!k.empty() && !seen.insert(k).second) continue;  // a line the document already holds
+      text += line;
+    }
+    const std::vector<int32_t> f = tok.encode(text, false, false);
+    ids.insert(ids.end(), f.begin(), f.end());
+  }
   s.ids.context.assign(ids.begin(), ids.begin() + target);
   s.continuation.assign(ids.begin() + target, ids.begin() + static_cast<std::ptrdiff_t>(need));
-  s.context_text = fmt::format("{} ... (licence text from {})", t.files[first], t.dir);
+  s.context_text = fmt::format("{} ... (licence text from {}, repeated lines dropped)", t.files[first], t.dir);
 }
 
 }  // namespace snapkv::eval
