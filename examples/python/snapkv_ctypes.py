@@ -47,14 +47,15 @@ class Stats(ctypes.Structure):
                 ("kv_cache_bytes_full", ctypes.c_uint64), ("peak_kv_cache_bytes", ctypes.c_uint64),
                 ("compressed", ctypes.c_int32), ("budget", ctypes.c_int64), ("n_prompt_tokens", ctypes.c_int64),
                 ("prefill_ms", ctypes.c_double), ("compression_ms", ctypes.c_double),
-                ("press", ctypes.c_char_p), ("compression_note", ctypes.c_char_p)]
+                ("press", ctypes.c_char_p), ("compression_note", ctypes.c_char_p), ("window", ctypes.c_int32)]
 
 
 class GenerateParams(ctypes.Structure):
     _fields_ = [("n_predict", ctypes.c_int64), ("temp", ctypes.c_float), ("top_k", ctypes.c_int32),
                 ("top_p", ctypes.c_float), ("seed", ctypes.c_uint64), ("ignore_eos", ctypes.c_int32),
                 ("press", ctypes.c_char_p), ("stop", ctypes.POINTER(ctypes.c_char_p)), ("n_stop", ctypes.c_size_t),
-                ("question", ctypes.POINTER(ctypes.c_int32)), ("n_question", ctypes.c_size_t)]
+                ("question", ctypes.POINTER(ctypes.c_int32)), ("n_question", ctypes.c_size_t),
+                ("prompt_question_tokens", ctypes.c_size_t)]
 
 
 class GenerateResult(ctypes.Structure):
@@ -91,6 +92,8 @@ _SIGNATURES = {
     "snapkv_sequence_n_past": (ctypes.c_int64, [_P]),
     "snapkv_sequence_n_ctx": (ctypes.c_int64, [_P]),
     "snapkv_prefill": (ctypes.c_int, [_P, _I32P, ctypes.c_size_t, ctypes.c_char_p, ctypes.POINTER(_FLOATP)]),
+    "snapkv_prefill_question": (ctypes.c_int, [_P, _I32P, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t,
+                                               ctypes.POINTER(_FLOATP)]),
     "snapkv_decode": (ctypes.c_int, [_P, ctypes.c_int32, ctypes.POINTER(_FLOATP)]),
     "snapkv_decode_batch": (ctypes.c_int, [ctypes.POINTER(_P), _I32P, ctypes.c_size_t, _FLOATP, ctypes.c_size_t]),
     "snapkv_sequence_stats": (ctypes.c_int, [_P, ctypes.POINTER(Stats)]),
@@ -240,11 +243,13 @@ class Sequence:
     def _logits(self, p) -> List[float]:
         return p[:self.engine.n_vocab]
 
-    def prefill(self, tokens: Seq[int], press: Optional[str] = None) -> List[float]:
-        """Runs the prompt (compressed by `press`, e.g. "snapkv:budget=256"); returns the last logits."""
+    def prefill(self, tokens: Seq[int], press: Optional[str] = None, question_tokens: int = 0) -> List[float]:
+        """Runs the prompt (compressed by `press`, e.g. "snapkv:budget=256"); returns the last logits.
+        question_tokens: the prompt's last tokens that are its question (window=question presses)."""
         out = _FLOATP()
-        _check(self.lib, self.lib.snapkv_prefill(self._h, _ids(tokens), len(tokens),
-                                                 press.encode() if press else None, ctypes.byref(out)))
+        _check(self.lib, self.lib.snapkv_prefill_question(self._h, _ids(tokens), len(tokens),
+                                                          press.encode() if press else None, question_tokens,
+                                                          ctypes.byref(out)))
         return self._logits(out)
 
     def decode(self, token: int) -> List[float]:
@@ -271,7 +276,7 @@ class Sequence:
 
     def generate(self, prompt: Seq[int], n_predict: int = 128, temp: float = 0.8, top_k: int = 40,
                  top_p: float = 0.95, seed: int = 0, ignore_eos: bool = False, press: Optional[str] = None,
-                 stop: Seq[str] = (), question: Seq[int] = (),
+                 stop: Seq[str] = (), question: Seq[int] = (), prompt_question_tokens: int = 0,
                  on_token: Optional[Callable[[int, str], Optional[bool]]] = None) -> Generation:
         """Prefill + sampling on an empty sequence. on_token(token, text) is called for every token
         (and once with token -1 and the held-back rest); returning True stops the generation."""
@@ -284,6 +289,7 @@ class Sequence:
         p.stop, p.n_stop = stops, len(stop)
         q = _ids(question)
         p.question, p.n_question = q, len(question)
+        p.prompt_question_tokens = prompt_question_tokens
         gen = Generation()
         raised = []
 

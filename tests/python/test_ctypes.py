@@ -100,6 +100,12 @@ def main() -> int:
         assert st["kv_cache_bytes"] < st["kv_cache_bytes_full"], st
         press = st["press"]  # canonical: the name, the values given and the defaults
         assert press.startswith("snapkv:") and "budget=64" in press and "window=16" in press, st
+        assert st["window"] == 16, st
+        # window=question: the prompt's last 20 tokens are its question, the observation window.
+        qw = eng.new_sequence(kv_type="f32")
+        qw.prefill(long_ids, press="snapkv:budget=64,window=question,window_max=40", question_tokens=20)
+        assert qw.stats()["window"] == 20 and qw.stats()["compressed"], qw.stats()
+        expect_error("invalid_argument", eng.new_sequence().prefill, ids, press="snapkv", question_tokens=len(ids) + 1)
 
         # Errors: bad press, bad token id, full context, non-empty sequence for generate.
         bad = eng.new_sequence(n_ctx=8)
