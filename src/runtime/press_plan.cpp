@@ -10,7 +10,6 @@ PressPlan plan_press(const PressSpec& spec, int64_t n_tokens, int64_t question_t
   if (spec.name == "none") return p;
   const Press::Plan plan = press->plan(n_tokens, question_tokens);
   p.window = plan.window;
-  p.max_window = press->window();
   p.needs_all_queries = press->needs_all_queries();
   p.compress = plan.compress;
   p.capacity = plan.capacity;

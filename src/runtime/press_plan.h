@@ -14,7 +14,6 @@ struct PressPlan {
   std::unique_ptr<Press> press;  ///< null when nothing is compressed
   std::string spec = "none";     ///< canonical spec of the requested press
   int window = 0;                ///< observation window W of this prompt (window=question: its question span, clamped)
-  int max_window = 0;            ///< the most window queries the press may read (Press::window())
   bool needs_all_queries = false;
   bool compress = false;  ///< the press removes entries from this prompt
   int64_t capacity = 0;   ///< C: tokens kept per KV head (compress only)
