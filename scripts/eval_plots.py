@@ -42,8 +42,17 @@ def load(d):
     return summary, records
 
 
+def variant(row):
+    """The press name with the options that change its selection beyond the ratio or budget (issue 11's
+    window=question and span_gap=G > 0), e.g. 'snapkv window=question,span_gap=4'; else the name."""
+    opts = dict(kv.split("=", 1) for kv in row["press"].partition(":")[2].split(",") if "=" in kv)
+    extra = ["window=question"] if opts.get("window") == "question" else []
+    extra += [f"span_gap={opts['span_gap']}"] if opts.get("span_gap", "0") != "0" else []
+    return row["press_name"] + (" " + ",".join(extra) if extra else "")
+
+
 def press_label(row):
-    name = row["press_name"]
+    name = variant(row)
     if name == "none":
         return "none (full cache)"
     if row.get("ratio") is not None:
@@ -58,7 +67,8 @@ def slug(s):
 
 
 def press_key(name):
-    return (PRESS_ORDER.index(name) if name in PRESS_ORDER else len(PRESS_ORDER), name)
+    base = name.split(" ")[0]  # a variant sorts after its press
+    return (PRESS_ORDER.index(base) if base in PRESS_ORDER else len(PRESS_ORDER), name)
 
 
 def save(fig, d, name, out):
@@ -78,8 +88,8 @@ def niah_heatmaps(d, records, out):
         k = (r["press"], r["protocol"])
         labels[k] = press_label(r)
         cells[k][(round(r["depth"] * 100), r["length"])].append(r["score"])
-    protos = ["aware", "agnostic", "multi"]
-    for k in sorted(cells, key=lambda k: (press_key(k[0].split(":")[0]), k[0],
+    protos = ["aware", "agnostic", "multi", "reselect"]
+    for k in sorted(cells, key=lambda k: (press_key(labels[k]), k[0],
                                           protos.index(k[1]) if k[1] in protos else 9)):
         c = cells[k]
         depths = sorted({dd for dd, _ in c})
@@ -121,7 +131,7 @@ def score_plots(d, rows, out):
         if r.get("score") is not None:
             by_task[r["task"]].append(r)
     for task, rs in by_task.items():
-        protocols = sorted({r["protocol"] for r in rs}, key=["aware", "agnostic", "multi"].index)
+        protocols = sorted({r["protocol"] for r in rs}, key=["aware", "agnostic", "multi", "reselect"].index)
         lengths = sorted({r["length"] for r in rs})
         fig, axes = plt.subplots(1, len(protocols), figsize=(4.6 * len(protocols), 3.6), squeeze=False,
                                  sharey=True)
@@ -140,7 +150,7 @@ def score_plots(d, rows, out):
             lines = defaultdict(list)
             for k, a in acc.items():
                 if a[3]["press_name"] != "none":
-                    lines[a[3]["press_name"]].append((a[2] / a[1], a[0] / a[1]))
+                    lines[variant(a[3])].append((a[2] / a[1], a[0] / a[1]))
             for i, name in enumerate(sorted(lines, key=press_key)):
                 pts = sorted(lines[name])
                 # Presses at the same ratio often score the same: a small offset keeps each visible.
@@ -173,7 +183,7 @@ def fidelity_plots(d, rows, out):
         lines = defaultdict(list)
         for r in comp:
             x = r["budget"] if by_budget else x_of(r)
-            lines[r["press_name"]].append((x, r["kl"], r["top1"], r["ppl_delta"]))
+            lines[variant(r)].append((x, r["kl"], r["top1"], r["ppl_delta"]))
         for k, name in enumerate(sorted(lines, key=press_key)):
             pts = sorted(lines[name])
             for ax, i in zip(axes, (1, 2, 3)):

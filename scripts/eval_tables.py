@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Markdown tables from a `snapkv eval` run (DIR/summary.json), as docs/quality.md shows them.
 
-    python3 scripts/eval_tables.py DIR [--tasks niah]     # --tasks: only tasks starting with it
+    python3 scripts/eval_tables.py DIR [DIR...] [--tasks niah,vt] [--protocol aware] [--cells]
 
 Prints: the full-cache baseline per task and length (both protocols); per protocol, the mean
 score of each press at each compression ratio over the tasks and lengths, with its fraction of
@@ -20,6 +20,15 @@ def fmt(x, nd=1):
     return "-" if x is None else f"{x:.{nd}f}"
 
 
+def press_of(r):
+    """Press name plus issue 11's selection options when set (window=question, span_gap=G > 0), as
+    eval_plots.py labels them: 'snapkv window=question,span_gap=4'."""
+    spec = dict(kv.split("=", 1) for kv in r["press"].partition(":")[2].split(",") if "=" in kv)
+    extra = (["window=question"] if spec.get("window") == "question" else []) + \
+        ([f"span_gap={spec['span_gap']}"] if spec.get("span_gap", "0") != "0" else [])
+    return " ".join([r["press_name"]] + ([",".join(extra)] if extra else []))
+
+
 def mean(v):
     v = [x for x in v if x is not None]
     return sum(v) / len(v) if v else None
@@ -27,22 +36,35 @@ def mean(v):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("dir")
-    ap.add_argument("--tasks", default="", help="only tasks whose name starts with this")
+    ap.add_argument("dir", nargs="+", help="run directories; rows of later ones add to (never replace) earlier ones")
+    ap.add_argument("--tasks", default="", help="only tasks whose name starts with one of these (comma-separated)")
+    ap.add_argument("--protocol", default="", help="only this protocol")
+    ap.add_argument("--cells", action="store_true",
+                    help="also print every press's score per (task, length) cell, per protocol")
     a = ap.parse_args()
-    path = os.path.join(a.dir, "summary.json")
-    try:
-        with open(path) as f:
-            rows = json.load(f)["rows"]
-    except (OSError, ValueError, KeyError) as e:
-        sys.exit(f"eval_tables: cannot read {path}: {e}")
-    rows = [r for r in rows if r["task"].startswith(a.tasks)]
+    rows, seen = [], set()
+    for d in a.dir:
+        path = os.path.join(d, "summary.json")
+        try:
+            with open(path) as f:
+                more = json.load(f)["rows"]
+        except (OSError, ValueError, KeyError) as e:
+            sys.exit(f"eval_tables: cannot read {path}: {e}")
+        for r in more:
+            k = (r["task"], r["length"], r["press"], r["protocol"])
+            if k not in seen:  # the same cell from two runs (e.g. the full cache): the first run's
+                seen.add(k)
+                rows.append(r)
+    prefixes = [t for t in a.tasks.split(",") if t] or [""]
+    rows = [r for r in rows if any(r["task"].startswith(t) for t in prefixes)]
+    if a.protocol:
+        rows = [r for r in rows if r["protocol"] in (a.protocol, "continuation")]
     scored = [r for r in rows if r["task"] != "fidelity"]
     fid = [r for r in rows if r["task"] == "fidelity"]
 
     if scored:
         lengths = sorted({r["length"] for r in scored})
-        protos = [p for p in ("aware", "agnostic", "multi") if any(r["protocol"] == p for r in scored)]
+        protos = [p for p in ("aware", "agnostic", "multi", "reselect") if any(r["protocol"] == p for r in scored)]
         tasks = sorted({r["task"] for r in scored})
         full = {(r["task"], r["length"], r["protocol"]): r["score"] for r in scored if r["press"] == "none"}
         print("Full cache (`none`), score % per task and length (" + " / ".join(protos) + "):\n")
@@ -57,7 +79,7 @@ def main():
             for r in scored:
                 if r["protocol"] != p or r["press"] == "none":
                     continue
-                k = (r["press_name"], r["ratio"] if r["ratio"] is not None else f"b{r['budget']}")
+                k = (press_of(r), r["ratio"] if r["ratio"] is not None else f"b{r['budget']}")
                 by[k].append((r["score"], full.get((r["task"], r["length"], p))))
             cols = sorted({k[1] for k in by}, key=lambda x: (isinstance(x, str), x))
             names = sorted({k[0] for k in by})
@@ -89,7 +111,7 @@ def main():
             for r in scored:
                 if r["protocol"] != p or r["press"] == "none" or (r["task"], r["length"]) not in solved:
                     continue
-                k = (r["press_name"], r["ratio"] if r["ratio"] is not None else f"b{r['budget']}")
+                k = (press_of(r), r["ratio"] if r["ratio"] is not None else f"b{r['budget']}")
                 hit[k] += 1 if (r["score"] or 0) >= 100 else 0
             cols = sorted({k[1] for k in hit}, key=lambda x: (isinstance(x, str), x))
             cells_solved = ", ".join(f"{t}@{n}" for t, n in sorted(solved))
@@ -101,6 +123,20 @@ def main():
                 print(f"| {nm} | " + " | ".join(f"{hit.get((nm, c), 0)} / {len(solved)}" for c in cols) + " |")
             print()
 
+    if scored and a.cells:
+        for p in protos:
+            cells = sorted({(r["task"], r["length"]) for r in scored if r["protocol"] == p})
+            by = {(press_of(r), r["ratio"] if r["ratio"] is not None else f"b{r['budget']}", r["task"], r["length"]):
+                  r["score"] for r in scored if r["protocol"] == p}
+            keys = sorted({(k[0], k[1]) for k in by}, key=lambda k: (k[0] != "none", k[0], str(k[1])))
+            print(f"Protocol `{p}`: score % per (task, length):\n")
+            print("| press | ratio | " + " | ".join(f"{t} {n}" for t, n in cells) + " |")
+            print("|---" * (len(cells) + 2) + "|")
+            for nm, c in keys:
+                print(f"| {nm} | {'-' if nm == 'none' else c} | " +
+                      " | ".join(fmt(by.get((nm, c, t, n)), 0) for t, n in cells) + " |")
+            print()
+
     if fid:
         print("Fidelity (teacher-forced continuation of 256 tokens): KL(full || press) nats / top-1 "
               "agreement % / perplexity delta:\n")
@@ -108,7 +144,7 @@ def main():
         for r in fid:
             if r["press"] == "none":
                 continue
-            by[(r["press_name"], r["budget"] if r["budget"] is not None else f"r{r['ratio']}")] = r
+            by[(press_of(r), r["budget"] if r["budget"] is not None else f"r{r['ratio']}")] = r
         cols = sorted({k[1] for k in by}, key=lambda x: (isinstance(x, str), x))
         print("| press | " + " | ".join(str(c) for c in cols) + " |")
         print("|---" * (len(cols) + 1) + "|")
