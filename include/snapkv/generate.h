@@ -51,6 +51,9 @@ struct GenerateOptions {
   std::function<bool(int32_t token, std::string_view text)> on_token;
   /// Prefill progress: (layers_done, n_layer), per prefill.
   std::function<void(int, int)> on_prefill_progress;
+  /// generate_answer() only: the question re-selects the document's hot entries from the
+  /// sequence's cold tier (PrefillOptions::reselect; needs SequenceOptions::cold_tier).
+  bool reselect = false;
 };
 
 struct GenerateResult {
@@ -65,6 +68,7 @@ struct GenerateResult {
   double decode_ms = 0;             ///< time of the decode steps (each: forward + sampling)
   int64_t n_decode_steps = 0;
   double decode_tokens_per_s = 0;  ///< n_decode_steps / decode time
+  double reselect_ms = 0;          ///< generate_answer with reselect: time re-selecting (inside prefill_ms)
 };
 
 /// Runs one request on `seq` (which must be empty): prefills `context` with options.press, then
@@ -74,5 +78,14 @@ struct GenerateResult {
 /// anything Engine::step rejects.
 GenerateResult generate(const Engine& engine, Sequence& seq, std::span<const int32_t> context,
                         std::span<const int32_t> question, const GenerateOptions& opt, Workspace& ws);
+
+/// A follow-up question (issue 10): `seq` already holds a prefilled (usually compressed) document;
+/// prefills `question` after it — re-selecting the hot entries from the cold tier when
+/// opt.reselect — then samples as generate() does (opt.press and question_tokens are not used).
+/// To ask several questions of one document, answer each on a fork() of it. n_context_tokens is
+/// 0 in the result; ttft_ms and prefill_ms count from the question's prefill. Throws snapkv::Error
+/// as generate() does, and for an empty question or a sequence that holds nothing.
+GenerateResult generate_answer(const Engine& engine, Sequence& seq, std::span<const int32_t> question,
+                               const GenerateOptions& opt, Workspace& ws);
 
 }  // namespace snapkv

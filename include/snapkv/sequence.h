@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "snapkv/cold_tier.h"
 #include "snapkv/kv_type.h"
 #include "snapkv/press_spec.h"
 
@@ -29,6 +30,11 @@ struct SequenceOptions {
   int64_t n_ctx = 0;  ///< positions the sequence may hold (tokens); 0 = the model's n_ctx_train
   KVType kv_type = KVType::F16;
   bool log_kept = false;  ///< record the kept positions and scores of every compressed layer (kept())
+  /// Cold tier (issue 10): when a press compresses a layer, all its prompt entries are first
+  /// copied to a cold store (int8 by default; RAM or a file), which PrefillOptions::reselect reads
+  /// to bring evicted entries back for a new question. Costs stats().kv_cold_bytes, not counted
+  /// in kv_cache_bytes. Off by default.
+  ColdTierOptions cold_tier;
 };
 
 /// Settings of one prefill (Sequence::begin_prefill).
@@ -51,6 +57,20 @@ struct PrefillOptions {
   /// If set, receives the logits of every prompt token, [n_tokens x n_vocab] row-major, when the
   /// prefill finishes (the vector must outlive every step of a prefill advanced in slices).
   std::vector<float>* all_logits = nullptr;
+  /// Re-selection for a follow-up question (issue 10; docs/design.md, "Follow-up questions"): these
+  /// tokens (the question, appended after what the sequence holds) are prefilled layer by layer,
+  /// and at every layer the press compressed, before the question's rows attend, the layer's
+  /// prompt entries are restored whole from the cold tier (hot rows exact, evicted rows from the
+  /// cold copy); after the question's rows went through it, the last W question queries score
+  /// every prompt position with SnapKV's scoring (window softmax, GQA reduction, pooling: the
+  /// press's kernel / pool / gqa_agg) and each KV head keeps as many prompt positions as it held
+  /// before (its top-scored ones; the press's sinks always), the others going back to cold.
+  /// Everything after the prompt (earlier questions and answers, this question) stays hot.
+  /// W = the press's window, or with window=question the question clamped to [window_min,
+  /// window_max]; never more than the question's tokens. Needs a sequence with a cold tier holding a
+  /// prefilled prompt and no press in these options (throws snapkv::Error otherwise); a prompt the
+  /// press did not compress has nothing to re-select (the prefill is plain).
+  bool reselect = false;
   /// Called after each layer: progress(layers_done, n_layer).
   std::function<void(int, int)> progress;
 };
@@ -76,6 +96,10 @@ struct SequenceStats {
   std::string compression_note;  ///< why a requested press did not compress (prompt fits / too short), else ""
   int64_t n_prompt_tokens = 0;   ///< tokens of the compressed (or first) prompt
   int window = 0;                ///< observation window W the press used (tokens); 0 if it did not compress
+  size_t kv_cold_bytes = 0;      ///< bytes of the cold tier (RAM or file; SequenceOptions::cold_tier), 0 without
+  int n_reselections = 0;        ///< prefills with PrefillOptions::reselect that re-selected
+  double reselect_ms = 0;        ///< time in those re-selections: cold reads, scoring, rebuilding the hot cache
+  int reselect_window = 0;       ///< W of the last re-selection (question tokens that scored)
 };
 
 class Sequence {

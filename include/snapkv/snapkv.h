@@ -14,6 +14,7 @@
 #include "snapkv/batch.h"
 #include "snapkv/chat.h"
 #include "snapkv/chat_template.h"
+#include "snapkv/cold_tier.h"
 #include "snapkv/engine.h"
 #include "snapkv/error.h"
 #include "snapkv/generate.h"

@@ -35,8 +35,11 @@ struct RunOptions {
   bool ratio_set = false;
   std::string press_spec;                ///< --press given as a whole spec (name:key=value,...), else ""
   std::vector<std::string> press_flags;  ///< the press flags given (--budget, --window, ...)
-  std::string question;                  ///< --question: asked after the context (-p/-f) was prefilled and compressed
-  std::string dump_kept;                 ///< --dump-kept FILE
+  /// --question (repeatable): each asked after the context (-p/-f) was prefilled and compressed,
+  /// each from the same compressed document (a fork of it).
+  std::vector<std::string> questions;
+  std::string cold_tier;  ///< --cold-tier int8|f16|disk:DIR: questions re-select from it (issue 10)
+  std::string dump_kept;  ///< --dump-kept FILE
 };
 
 int run_command(const RunOptions& opt);

@@ -85,9 +85,14 @@ void add_run_options(CLI::App& run, RunOptions& o) {
   run.add_flag("--json", o.json, "print one JSON report instead of streaming text");
 
   add_press_options(run, o);
-  run.add_option("--question", o.question,
-                 "question asked after the context (-p/-f) was prefilled and compressed (query-agnostic protocol)")
+  run.add_option("--question", o.questions,
+                 "question asked after the context (-p/-f) was prefilled and compressed (query-agnostic protocol); "
+                 "repeat it to ask several, each of the same compressed document")
       ->check(non_empty("omit --question to ask nothing"));
+  run.add_option("--cold-tier", o.cold_tier,
+                 "keep every prompt entry of the compressed layers in a cold tier (int8, f16, or disk:DIR: int8 in "
+                 "a file under DIR) and let each --question re-select the hot entries from it")
+      ->check(non_empty("--cold-tier int8|f16|disk:DIR"));
   run.add_option("--dump-kept", o.dump_kept, "write the kept positions and scores per layer and KV head as JSON")
       ->check(non_empty("--dump-kept FILE"));
 }
@@ -239,7 +244,8 @@ void add_eval_options(CLI::App& ev, snapkv::cli::EvalOptions& o) {
                 "budgets of the grid (tokens kept per KV head); given alone, the grid has no --ratios");
   ev.add_option("--protocol", o.protocol,
                 "aware (question in the window), agnostic (context compressed alone), multi (several questions after "
-                "one compression), both (aware,agnostic), all")
+                "one compression), reselect (multi with a cold tier: each question re-selects; issue 10), "
+                "both (aware,agnostic), all (aware,agnostic,multi)")
       ->capture_default_str();
   ev.add_option("--samples", o.samples, "samples per task and length (niah_grid: per depth too)")
       ->capture_default_str()

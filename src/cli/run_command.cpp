@@ -1,7 +1,9 @@
 // `snapkv run`: prefill (optionally compressing the prompt KV cache), then decode.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -25,8 +27,8 @@ namespace {
 // appended after compression (only with --question).
 struct PromptTokens {
   std::vector<int32_t> context;
-  std::vector<int32_t> question;  // empty: no second phase
-  int64_t question_span = 0;      // the last tokens of `context` that are its question (0: unknown)
+  std::vector<std::vector<int32_t>> questions;  // --question each (empty: no second phase)
+  int64_t question_span = 0;                    // the last tokens of `context` that are its question (0: unknown)
 };
 
 /// -f FILE -p TEXT: the file is the document and TEXT the question after it ("\n\n" between).
@@ -50,8 +52,9 @@ PromptTokens build_prompt(const RunOptions& o, const Engine& engine, bool want_s
     }
   }
   if (!o.chat) {
-    if (!o.question.empty()) return {tok.encode(text, true, false), tok.encode("\n\n" + o.question, false, false), 0};
     PromptTokens p{tok.encode(text, true, false), {}, 0};
+    for (const std::string& q : o.questions) p.questions.push_back(tok.encode("\n\n" + q, false, false));
+    if (!o.questions.empty()) return p;
     if (question_at > 0) {
       // The span: the ids after the common prefix with the document's own ids (a token merged
       // across the boundary belongs to the question).
@@ -67,15 +70,28 @@ PromptTokens build_prompt(const RunOptions& o, const Engine& engine, bool want_s
   const ChatTemplate tmpl = load_chat_template(
       o.chat_flags, [&engine] { return engine.chat_template(); }, tok);
   const std::string msgs = build_messages(o.chat_flags, have_text ? &text : nullptr);
-  if (o.question.empty() && want_span) {
+  if (o.questions.empty() && want_span) {
     // window=question: the question span is the last user turn (or, with -f and -p, the -p text);
     // the ids are those of the plain render.
     ChatTokens ct = tokenize_chat_prompt_question(tmpl, tok, o.chat_flags, msgs, have_text ? question_at : 0);
     return {std::move(ct.ids), {}, ct.question_tokens};
   }
-  const ChatPrompt p = render_chat_prompt(tmpl, o.chat_flags, msgs, o.question);
-  return {tokenize_chat(tok, p.context, true),
-          o.question.empty() ? std::vector<int32_t>{} : tokenize_chat(tok, p.question, false), 0};
+  if (o.questions.empty())
+    return {tokenize_chat(tok, render_chat_prompt(tmpl, o.chat_flags, msgs, "").context, true), {}, 0};
+  // Each question ends the same user turn; the context (everything before it) is the same text
+  // for every question, so it is prefilled once.
+  PromptTokens out;
+  for (size_t i = 0; i < o.questions.size(); ++i) {
+    const ChatPrompt p = render_chat_prompt(tmpl, o.chat_flags, msgs, o.questions[i]);
+    std::vector<int32_t> ctx = tokenize_chat(tok, p.context, true);
+    if (i == 0) {
+      out.context = std::move(ctx);
+    } else if (ctx != out.context) {
+      throw Error("the chat template renders the context differently for each --question; ask them one at a time");
+    }
+    out.questions.push_back(tokenize_chat(tok, p.question, false));
+  }
+  return out;
 }
 
 KVType parse_kv_type(const std::string& s) {
@@ -109,6 +125,13 @@ nlohmann::json kept_json(const Sequence& session, const RunOptions& o, int64_t n
           {"note", "scores: the value that ranked each kept position; null = kept unconditionally (window/sinks)"},
           {"layers", layers}};
 }
+
+/// One --question's answer: the result and the statistics of the fork that answered it.
+struct Answer {
+  std::string question;
+  GenerateResult result;
+  SequenceStats stats;
+};
 
 const char* pool_name(PoolType p) { return p == PoolType::Max ? "max" : "avg"; }
 
@@ -172,6 +195,9 @@ int run_command(const RunOptions& opt) {
   }
   const KVType kv_type = parse_kv_type(o.kv_type);
   check_settings(o);
+  const ColdTierOptions cold_tier = o.cold_tier.empty() ? ColdTierOptions{} : parse_cold_tier(o.cold_tier);
+  if (cold_tier.enabled && o.questions.empty())
+    throw Error("--cold-tier serves follow-up questions: give one or more --question");
   auto dump_file = o.dump_kept.empty() ? std::unique_ptr<std::FILE, int (*)(std::FILE*)>(nullptr, &std::fclose)
                                        : open_dump_file(o.dump_kept);
 
@@ -185,8 +211,12 @@ int run_command(const RunOptions& opt) {
   const auto press = make_press(press_spec);  // validates the spec
   PromptTokens prompt = build_prompt(o, *engine, press->question_window());
   const std::vector<int32_t> ctx_tokens = std::move(prompt.context);
-  const std::vector<int32_t> q_tokens = std::move(prompt.question);
+  const std::vector<std::vector<int32_t>> questions = std::move(prompt.questions);
   if (ctx_tokens.empty()) throw Error("the prompt tokenized to zero tokens");
+  size_t longest_question = 0;
+  for (const auto& q : questions) longest_question = std::max(longest_question, q.size());
+  const std::vector<int32_t> no_question;
+  const std::vector<int32_t>& q_tokens = questions.empty() ? no_question : questions[0];
   const int64_t n_prompt = static_cast<int64_t>(ctx_tokens.size() + q_tokens.size());
   // As before the library learned to keep too-short prompts whole: a ratio that leaves fewer
   // tokens than the window, or a window not shorter than the prompt, is an error on the CLI.
@@ -194,13 +224,15 @@ int run_command(const RunOptions& opt) {
 
   const int64_t n_ctx_train = engine->info().n_ctx_train;
   const int64_t n_ctx = o.n_ctx > 0 ? o.n_ctx : n_ctx_train;
-  if (n_prompt > n_ctx) {
-    throw Error(fmt::format("prompt of {} tokens does not fit the context of {} tokens (-c)", n_prompt, n_ctx));
+  if (static_cast<int64_t>(ctx_tokens.size() + longest_question) > n_ctx) {
+    throw Error(fmt::format("prompt of {} tokens does not fit the context of {} tokens (-c)",
+                            ctx_tokens.size() + longest_question, n_ctx));
   }
   SequenceOptions so;
   so.n_ctx = o.n_ctx;
   so.kv_type = kv_type;
   so.log_kept = !o.dump_kept.empty();
+  so.cold_tier = cold_tier;
   auto seq = engine->new_sequence(so);
   Workspace ws(*engine);
   if (o.n_ctx > n_ctx_train) {
@@ -216,6 +248,7 @@ int run_command(const RunOptions& opt) {
   go.sampling = {.temp = o.temp, .top_k = o.top_k, .top_p = o.top_p, .seed = seed};
   go.press = press_spec;
   go.question_tokens = prompt.question_span;
+  go.reselect = cold_tier.enabled;
   const PressSpec canonical = press->spec();  // every key with its value, for the report
   const bool progress = !o.json && stderr_is_tty() && n_prompt >= 256;
   go.on_prefill_progress = [&](int done, int total) {
@@ -226,8 +259,34 @@ int run_command(const RunOptions& opt) {
     // (main() reports it).
     go.on_token = [](int32_t, std::string_view piece) { return write_stdout(piece); };
   }
-  const GenerateResult r = generate(*engine, *seq, ctx_tokens, q_tokens, go, ws);
-  if (!o.json && r.stop_reason != StopReason::Cancelled) write_stdout("\n");
+  GenerateResult r;
+  std::vector<Answer> answers;
+  if (questions.empty()) {
+    r = generate(*engine, *seq, ctx_tokens, {}, go, ws);
+    if (!o.json && r.stop_reason != StopReason::Cancelled) write_stdout("\n");
+  } else {
+    // The document once (compressed, its cold tier filled), then each question on a fork of it.
+    const auto t0 = std::chrono::steady_clock::now();
+    PrefillOptions po;
+    po.press = press_spec;
+    po.progress = go.on_prefill_progress;
+    engine->prefill(*seq, ctx_tokens, po, ws);
+    const double doc_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    for (size_t i = 0; i < questions.size(); ++i) {
+      auto f = seq->fork();
+      Answer a{o.questions[i], generate_answer(*engine, *f, questions[i], go, ws), f->stats()};
+      if (!o.json && a.result.stop_reason != StopReason::Cancelled) write_stdout("\n");
+      if (a.result.stop_reason == StopReason::Cancelled) break;
+      answers.push_back(std::move(a));
+    }
+    if (answers.empty()) return 0;  // the reader went away
+    // The top-level fields describe the first question as a one-question run always did.
+    r = answers[0].result;
+    r.n_context_tokens = static_cast<int64_t>(ctx_tokens.size());
+    r.ttft_ms += doc_ms;
+    r.prefill_ms += doc_ms;
+    r.prefill_tokens_per_s = r.prefill_ms > 0 ? static_cast<double>(n_prompt) * 1000.0 / r.prefill_ms : 0.0;
+  }
   if (r.stop_reason == StopReason::ContextFull) {
     fmt::print(stderr, "snapkv: context of {} tokens is full; generation stopped after {} tokens (-c)\n", n_ctx,
                r.tokens.size());
@@ -238,7 +297,7 @@ int run_command(const RunOptions& opt) {
                     kept_json(*seq, o, static_cast<int64_t>(ctx_tokens.size())).dump() + "\n");
   }
 
-  const SequenceStats& st = seq->stats();
+  const SequenceStats& st = answers.empty() ? seq->stats() : answers[0].stats;
   if (o.json) {
     nlohmann::json j;
     j["model"] = model_path;
@@ -290,6 +349,23 @@ int run_command(const RunOptions& opt) {
     j["compression_ms"] = st.compression_ms;
     j["kept_tokens_per_layer"] = st.kept_tokens_per_layer;
     j["seed"] = seed;
+    j["cold_tier"] = cold_tier_name(cold_tier);
+    j["kv_cold_bytes"] = seq->stats().kv_cold_bytes;
+    if (!questions.empty()) {
+      nlohmann::json arr = nlohmann::json::array();
+      for (const Answer& a : answers)
+        arr.push_back({{"question", a.question},
+                       {"text", a.result.text},
+                       {"generated_token_ids", a.result.tokens},
+                       {"stop_reason", stop_reason_name(a.result.stop_reason)},
+                       {"n_question_tokens", a.result.n_question_tokens},
+                       {"ttft_ms", a.result.ttft_ms},
+                       {"reselect_ms", a.result.reselect_ms},
+                       {"decode_tokens_per_s", a.result.decode_tokens_per_s},
+                       {"kv_cache_bytes", a.stats.kv_cache_bytes},
+                       {"kv_cold_bytes", a.stats.kv_cold_bytes}});
+      j["answers"] = arr;
+    }
     write_stdout(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   }
   return 0;

@@ -46,14 +46,16 @@ const char* protocol_name(Protocol p) {
       return "multi";
     case Protocol::Continuation:
       return "continuation";
+    case Protocol::Reselect:
+      return "reselect";
   }
   return "?";
 }
 
 Protocol parse_protocol(const std::string& s) {
-  for (Protocol p : {Protocol::Aware, Protocol::Agnostic, Protocol::Multi, Protocol::Continuation})
+  for (Protocol p : {Protocol::Aware, Protocol::Agnostic, Protocol::Multi, Protocol::Continuation, Protocol::Reselect})
     if (s == protocol_name(p)) return p;
-  throw Error(fmt::format("unknown protocol '{}' (aware, agnostic, multi)", s));
+  throw Error(fmt::format("unknown protocol '{}' (aware, agnostic, multi, reselect)", s));
 }
 
 PressRun resolve_press(const std::string& text) {
@@ -148,7 +150,7 @@ std::vector<Record> Runner::run(const Sample& s, const std::vector<PressRun>& pr
   if (fid != (p == Protocol::Continuation))
     throw Error(
         fmt::format("{}: protocol {} does not apply (fidelity takes continuation, the other tasks aware, "
-                    "agnostic or multi)",
+                    "agnostic, multi or reselect)",
                     s.id, protocol_name(p)));
   return fid ? run_fidelity(s, presses, skip) : run_generate(s, presses, p, skip);
 }
@@ -263,10 +265,12 @@ std::vector<Record> Runner::run_generate(const Sample& s, const std::vector<Pres
   // The question span of the compressed prompt (window=question): the question and the template's
   // closing tokens in the aware protocol; unknown (0) when the context is compressed alone.
   const int64_t n_question = p == Protocol::Aware ? static_cast<int64_t>(s.ids.question.size()) : 0;
-  const int n_questions = p == Protocol::Multi ? static_cast<int>(s.questions.size()) : 1;
+  const bool multi = p == Protocol::Multi || p == Protocol::Reselect;
+  const int n_questions = multi ? static_cast<int>(s.questions.size()) : 1;
   SequenceOptions so;
   so.n_ctx = std::max<int64_t>(s.length, static_cast<int64_t>(s.ids.size()) + gen);
   so.kv_type = opt_.kv_type;
+  if (p == Protocol::Reselect) so.cold_tier = opt_.cold_tier;
 
   // What is still to do.
   struct Todo {
@@ -331,7 +335,7 @@ std::vector<Record> Runner::run_generate(const Sample& s, const std::vector<Pres
       note_cache(r, *seq);
       return seq;
     };
-    if (p != Protocol::Multi) {
+    if (!multi) {
       Job j;
       j.rec = base_record(s, pr, p, 0);
       j.rec.expected = s.expected;
@@ -363,7 +367,9 @@ std::vector<Record> Runner::run_generate(const Sample& s, const std::vector<Pres
         j.seq = k + 1 < t.questions.size() ? c->fork() : std::move(c);
       }
       const auto t0 = Clock::now();
-      e.prefill(*j.seq, qq.ids, {}, ws);
+      PrefillOptions pq;
+      pq.reselect = p == Protocol::Reselect;  // the question re-selects from the cold tier
+      e.prefill(*j.seq, qq.ids, pq, ws);
       j.rec.question_ms = ms_since(t0);
       pending.push_back(std::move(j));
       if (static_cast<int>(pending.size()) >= opt_.max_decode_rows) flush();

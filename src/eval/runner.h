@@ -13,6 +13,7 @@
 
 #include "eval/fidelity.h"
 #include "eval/tasks.h"
+#include "snapkv/cold_tier.h"
 #include "snapkv/kv_type.h"
 #include "snapkv/press_spec.h"
 
@@ -23,9 +24,12 @@ class Workspace;
 
 namespace snapkv::eval {
 
-enum class Protocol { Aware, Agnostic, Multi, Continuation };
+/// Aware: question in the compressed prompt. Agnostic: context compressed alone, then the
+/// question. Multi: the context compressed once, each question from a copy of it. Reselect: as
+/// Multi with a cold tier, each question re-selecting the hot entries (issue 10).
+enum class Protocol { Aware, Agnostic, Multi, Continuation, Reselect };
 
-/// "aware", "agnostic", "multi", "continuation"; parse_protocol throws snapkv::Error otherwise.
+/// "aware", "agnostic", "multi", "continuation", "reselect"; parse_protocol throws snapkv::Error otherwise.
 const char* protocol_name(Protocol p);
 Protocol parse_protocol(const std::string& s);
 
@@ -91,6 +95,8 @@ struct RunnerOptions {
   KVType kv_type = KVType::F16;
   int gen_tokens = 0;       ///< override the task's generation length (0: the task's)
   int fidelity_chunk = 64;  ///< continuation tokens per prefill call (logits held: chunk x n_vocab)
+  /// The cold tier of the reselect protocol (int8 unless set).
+  ColdTierOptions cold_tier = {.enabled = true, .format = ColdFormat::Int8, .dir = {}};
 };
 
 class Runner {

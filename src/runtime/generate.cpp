@@ -41,15 +41,11 @@ const char* stop_reason_name(StopReason r) {
   return "unknown";
 }
 
-GenerateResult generate(const Engine& engine, Sequence& seq, std::span<const int32_t> context,
-                        std::span<const int32_t> question, const GenerateOptions& opt, Workspace& ws) {
-  if (opt.n_predict < 0) throw Error(fmt::format("-n must be >= 0, got {}", opt.n_predict));
-  if (context.empty()) throw Error("the prompt tokenized to zero tokens");
-  if (seq.n_past() != 0 || seq.prefilling()) throw Error("generate: the sequence must be empty (reset() it first)");
-  const int64_t n_prompt = static_cast<int64_t>(context.size() + question.size());
-  if (n_prompt > seq.n_ctx())
-    throw Error(fmt::format("prompt of {} tokens does not fit the context of {} tokens (-c)", n_prompt, seq.n_ctx()));
-  Sampler sampler(opt.sampling);  // checks the settings before any work
+namespace {
+
+/// Checks what generate() and generate_answer() check before any work: ids and stop strings.
+void check_request(const Engine& engine, std::span<const int32_t> context, std::span<const int32_t> question,
+                   const GenerateOptions& opt) {
   // Every id before any work: the question is prefilled after the context, and a bad id found
   // only then would leave the sequence holding the context.
   const int32_t n_vocab = engine.info().n_vocab;
@@ -67,28 +63,13 @@ GenerateResult generate(const Engine& engine, Sequence& seq, std::span<const int
     append_valid_utf8(valid, opt.stop[i], /*hold_tail=*/false);
     if (valid != opt.stop[i]) throw Error(fmt::format("stop string {} is not valid UTF-8", i));
   }
+}
+
+/// Samples up to n_predict tokens after the prefill whose last logits are `logits` (t0: the
+/// request's start, for ttft_ms).
+void sample_answer(const Engine& engine, Sequence& seq, std::span<const float> logits, Sampler& sampler,
+                   const GenerateOptions& opt, Workspace& ws, Clock::time_point t0, GenerateResult& res) {
   const Tokenizer& tok = engine.tokenizer();
-
-  GenerateResult res;
-  res.n_context_tokens = static_cast<int64_t>(context.size());
-  res.n_question_tokens = static_cast<int64_t>(question.size());
-
-  // Prefill: the context (compressed at the end of each full-attention layer), then the
-  // question, if any, appended to the compressed cache.
-  const auto t0 = Clock::now();
-  PrefillOptions po;
-  po.press = opt.press;
-  po.question_tokens = opt.question_tokens;
-  po.progress = opt.on_prefill_progress;
-  std::span<const float> logits = engine.prefill(seq, context, po, ws);
-  if (!question.empty()) {
-    PrefillOptions pq;
-    pq.progress = opt.on_prefill_progress;
-    logits = engine.prefill(seq, question, pq, ws);
-  }
-  res.prefill_ms = ms_since(t0);
-  res.prefill_tokens_per_s = res.prefill_ms > 0 ? static_cast<double>(n_prompt) * 1000.0 / res.prefill_ms : 0.0;
-
   TokenStreamDecoder stream(tok);
   StopFilter filter(opt.stop);
   bool cancelled = false;
@@ -139,6 +120,67 @@ GenerateResult generate(const Engine& engine, Sequence& seq, std::span<const int
   }
   res.text = filter.text();
   res.decode_tokens_per_s = res.decode_ms > 0 ? static_cast<double>(res.n_decode_steps) * 1000.0 / res.decode_ms : 0.0;
+}
+
+}  // namespace
+
+GenerateResult generate(const Engine& engine, Sequence& seq, std::span<const int32_t> context,
+                        std::span<const int32_t> question, const GenerateOptions& opt, Workspace& ws) {
+  if (opt.n_predict < 0) throw Error(fmt::format("-n must be >= 0, got {}", opt.n_predict));
+  if (context.empty()) throw Error("the prompt tokenized to zero tokens");
+  if (seq.n_past() != 0 || seq.prefilling()) throw Error("generate: the sequence must be empty (reset() it first)");
+  const int64_t n_prompt = static_cast<int64_t>(context.size() + question.size());
+  if (n_prompt > seq.n_ctx())
+    throw Error(fmt::format("prompt of {} tokens does not fit the context of {} tokens (-c)", n_prompt, seq.n_ctx()));
+  Sampler sampler(opt.sampling);  // checks the settings before any work
+  check_request(engine, context, question, opt);
+
+  GenerateResult res;
+  res.n_context_tokens = static_cast<int64_t>(context.size());
+  res.n_question_tokens = static_cast<int64_t>(question.size());
+
+  // Prefill: the context (compressed at the end of each full-attention layer), then the
+  // question, if any, appended to the compressed cache.
+  const auto t0 = Clock::now();
+  PrefillOptions po;
+  po.press = opt.press;
+  po.question_tokens = opt.question_tokens;
+  po.progress = opt.on_prefill_progress;
+  std::span<const float> logits = engine.prefill(seq, context, po, ws);
+  if (!question.empty()) {
+    PrefillOptions pq;
+    pq.progress = opt.on_prefill_progress;
+    logits = engine.prefill(seq, question, pq, ws);
+  }
+  res.prefill_ms = ms_since(t0);
+  res.prefill_tokens_per_s = res.prefill_ms > 0 ? static_cast<double>(n_prompt) * 1000.0 / res.prefill_ms : 0.0;
+  sample_answer(engine, seq, logits, sampler, opt, ws, t0, res);
+  return res;
+}
+
+GenerateResult generate_answer(const Engine& engine, Sequence& seq, std::span<const int32_t> question,
+                               const GenerateOptions& opt, Workspace& ws) {
+  if (opt.n_predict < 0) throw Error(fmt::format("-n must be >= 0, got {}", opt.n_predict));
+  if (question.empty()) throw Error("the question tokenized to zero tokens");
+  if (seq.n_past() == 0 || seq.prefilling())
+    throw Error("generate_answer: the sequence must hold a prefilled document");
+  if (seq.n_past() + static_cast<int64_t>(question.size()) > seq.n_ctx())
+    throw Error(fmt::format("{} question tokens after {} do not fit the context of {} tokens (-c)", question.size(),
+                            seq.n_past(), seq.n_ctx()));
+  Sampler sampler(opt.sampling);
+  check_request(engine, {}, question, opt);
+  GenerateResult res;
+  res.n_question_tokens = static_cast<int64_t>(question.size());
+  const double reselect_before = seq.stats().reselect_ms;
+  const auto t0 = Clock::now();
+  PrefillOptions pq;
+  pq.progress = opt.on_prefill_progress;
+  pq.reselect = opt.reselect;
+  std::span<const float> logits = engine.prefill(seq, question, pq, ws);
+  res.prefill_ms = ms_since(t0);
+  res.reselect_ms = seq.stats().reselect_ms - reselect_before;
+  res.prefill_tokens_per_s = res.prefill_ms > 0 ? static_cast<double>(question.size()) * 1000.0 / res.prefill_ms : 0.0;
+  sample_answer(engine, seq, logits, sampler, opt, ws, t0, res);
   return res;
 }
 

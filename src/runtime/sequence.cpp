@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "runtime/reselect.h"
 #include "runtime/sequence_state.h"
 #include "runtime/workspace_impl.h"
 #include "snapkv/error.h"
@@ -57,6 +58,7 @@ void Sequence::State::update_stats() {
     stats.kept_tokens_per_layer[static_cast<size_t>(il)] = cache.layer(il).mean_entries();
   }
   stats.kv_cache_bytes_full = full;
+  stats.kv_cold_bytes = cold ? cold->bytes() : 0;
 }
 
 void Sequence::State::compress_layer(int il, const PressPlan& plan, int compress_index, int n_compress_layers,
@@ -85,6 +87,10 @@ void Sequence::State::compress_layer(int il, const PressPlan& plan, int compress
     in.values.push_back(hc.values());
   }
   PressResult r = plan.press->compress(in, plan.capacity);
+  if (opt.cold_tier.enabled) {  // issue 10: every prompt entry to the cold tier before the eviction
+    if (!cold) cold = std::make_shared<ColdStore>(c.n_layer, c.n_head_kv, c.head_dim, opt.cold_tier);
+    cold->put_layer(L);
+  }
   if (r.kept.size() != L.heads.size())
     throw Error(fmt::format("press '{}' returned {} heads for layer {}, expected {}", plan.press->name(), r.kept.size(),
                             il, L.heads.size()));
@@ -120,6 +126,7 @@ void Sequence::State::clear() {
   retained_question = 0;
   retained_q.clear();
   retained_q.shrink_to_fit();
+  cold.reset();
 }
 
 Sequence::Sequence(std::unique_ptr<State> s) : s_(std::move(s)) {}
@@ -166,6 +173,12 @@ void Sequence::begin_prefill(std::span<const int32_t> tokens, const PrefillOptio
                             st.n_past));
   if (opt.retain_window > 0 && (st.n_past != 0 || st.compressed_once))
     throw Error("prefill: retain_window needs an empty, uncompressed sequence");
+  if (opt.reselect) {
+    if (!st.opt.cold_tier.enabled)
+      throw Error("prefill: reselect needs a sequence with a cold tier (SequenceOptions::cold_tier)");
+    if (press_on) throw Error("prefill: reselect takes no press (the sequence's own press re-selects)");
+    if (st.n_past == 0) throw Error("prefill: reselect needs a sequence that holds a prompt");
+  }
   job->n = n;
   job->h.resize(static_cast<size_t>(n * c.n_embd));
   st.model->embed(tokens, job->h.data());  // validates the ids before anything changes
@@ -173,6 +186,9 @@ void Sequence::begin_prefill(std::span<const int32_t> tokens, const PrefillOptio
   for (int64_t i = 0; i < n; ++i) job->pos[static_cast<size_t>(i)] = static_cast<int32_t>(st.n_past + i);
   job->window = job->plan.compress ? job->plan.window : 0;
   job->window = std::max<int64_t>(job->window, opt.retain_window);
+  // A prompt the press did not compress has no cold layers: nothing to re-select.
+  job->reselect = opt.reselect && st.cold != nullptr;
+  if (job->reselect) job->window = reselect_params(st.stats.press, n).window;
   job->window_q.assign(static_cast<size_t>(job->window) * c.n_head * c.head_dim, 0.0f);
   if (job->plan.compress && job->plan.needs_all_queries)
     job->all_q.assign(static_cast<size_t>(n) * c.n_head * c.head_dim, 0.0f);
@@ -220,6 +236,7 @@ std::unique_ptr<Sequence> Sequence::fork() const {
   s->retained_n = st.retained_n;
   s->retained_question = st.retained_question;
   s->retained_q = st.retained_q;
+  s->cold = st.cold;  // immutable once the compression is done: shared
   return std::unique_ptr<Sequence>(new Sequence(std::move(s)));
 }
 

@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "kv/cold_store.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
 #include "runtime/press_plan.h"
@@ -31,8 +32,10 @@ struct PrefillJob {
   int compress_index = 0;       ///< index of `layer` among the full-attention layers
   int n_compress_layers = 0;
   int retain_window = 0;
-  int64_t question_tokens = 0;  ///< PrefillOptions::question_tokens
-  bool press_on = false;        ///< a press other than "none" was asked for (its plan goes to the stats)
+  int64_t question_tokens = 0;         ///< PrefillOptions::question_tokens
+  bool press_on = false;               ///< a press other than "none" was asked for (its plan goes to the stats)
+  bool reselect = false;               ///< PrefillOptions::reselect on a sequence whose cold tier holds layers
+  std::vector<int64_t> reselect_keep;  ///< per KV head: prompt entries held before restore_layer(layer)
   std::vector<float>* all_logits = nullptr;
   std::function<void(int, int)> progress;
   bool started = false;
@@ -57,6 +60,9 @@ struct Sequence::State {
   int64_t retained_question = 0;  ///< PrefillOptions::question_tokens of that prompt
   std::vector<std::vector<float>> retained_q;
   uint64_t step_mark = 0;  ///< id of the last step that saw this sequence (duplicate check)
+  /// The cold tier (issue 10): the compressed layers' prompt entries. Written only while this
+  /// sequence compresses (one-shot), then read only: forks share it.
+  std::shared_ptr<ColdStore> cold;
 
   State(std::shared_ptr<const Model> m, const SequenceOptions& o, int64_t ctx);
 
@@ -68,6 +74,14 @@ struct Sequence::State {
   /// plan's press, given the window queries [n_head][W][hd] and (if needed) all queries.
   void compress_layer(int il, const PressPlan& plan, int compress_index, int n_compress_layers, int64_t n_tokens,
                       const float* window_q, const float* all_q, int n_threads);
+  /// Re-selection (reselect.cpp): before a reselect job's rows enter full layer il, rebuild its
+  /// prompt entries whole (hot rows as they are, the others from the cold store) and note per
+  /// head how many it held in job->reselect_keep.
+  void restore_layer(int il);
+  /// After the reselect job's rows went through layer il: score the prompt entries with the last
+  /// job->window question queries (window_q, [n_head][W][hd]) and keep per head its
+  /// reselect_keep top prompt positions plus everything after the prompt.
+  void reselect_layer(int il, const float* window_q, int n_threads);
   /// First step of the pending job: records its press plan and prompt in the statistics and
   /// sets up the retained queries (begin_prefill changes nothing but `job`).
   void start_job();

@@ -144,6 +144,7 @@ void finish_layer(Sequence::State& st, PrefillJob& job, int il, int n_threads) {
   const ModelConfig& c = st.model->config();
   const bool full = c.layer_window(il) == 0;
   if (full) {
+    if (job.reselect && st.cold->has_layer(il)) st.reselect_layer(il, job.window_q.data(), n_threads);
     if (job.retain_window > 0) st.retained_q[static_cast<size_t>(il)] = last_window_rows(c, job, job.retain_window);
     if (job.plan.compress) {
       const float* wq = job.window_q.data();
@@ -223,6 +224,8 @@ void Engine::step(Batch& batch, Workspace& ws) const {
           if (!full_layer) {
             st.cache.make_room(il, p.cnt);
           } else if (p.t0 == 0) {
+            // Re-selection: the layer's prompt entries whole again before the question attends.
+            if (st.job->reselect && st.cold->has_layer(il)) st.restore_layer(il);
             st.cache.make_room(il, st.job->n);
           }
           w.spans.push_back({p.row0, p.cnt, &st.cache.layer(il)});
@@ -331,6 +334,7 @@ void Engine::step(Batch& batch, Workspace& ws) const {
         m.logits(job.h.data() + (job.n - 1) * E, 1, st.last_logits.data(), w.logits_tmp.data(), w.tc);
       }
       if (job.plan.compress) st.compressed_once = true;
+      if (job.reselect) ++st.stats.n_reselections;
       st.n_past += job.n;
       st.stats.prefill_ms += ms_since(job.t_start);
       st.job.reset();  // releases the prompt's activations and queries

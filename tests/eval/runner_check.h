@@ -42,8 +42,11 @@ inline void expect_same(const Record& a, const Record& b, const std::string& wha
   EXPECT_EQ(a.stop, b.stop) << what;
 }
 
+/// `protocols`: of the generating tasks (fidelity always runs continuation).
 inline void fork_equals_independent(const Engine& e, const std::vector<Sample>& ss, const std::vector<PressRun>& ps,
-                                    int gen_tokens) {
+                                    int gen_tokens,
+                                    std::vector<Protocol> protocols = {Protocol::Aware, Protocol::Agnostic,
+                                                                       Protocol::Multi}) {
   Workspace ws(e);
   RunnerOptions fo, io;
   fo.gen_tokens = io.gen_tokens = gen_tokens;
@@ -51,8 +54,7 @@ inline void fork_equals_independent(const Engine& e, const std::vector<Sample>& 
   Runner forked(e, ws, fo), alone(e, ws, io);
   for (const Sample& s : ss) {
     const std::vector<Protocol> protos =
-        s.task == "fidelity" ? std::vector<Protocol>{Protocol::Continuation}
-                             : std::vector<Protocol>{Protocol::Aware, Protocol::Agnostic, Protocol::Multi};
+        s.task == "fidelity" ? std::vector<Protocol>{Protocol::Continuation} : protocols;
     for (Protocol p : protos) {
       const auto a = forked.run(s, ps, p), b = alone.run(s, ps, p);
       ASSERT_EQ(a.size(), b.size()) << s.id;

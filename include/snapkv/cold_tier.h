@@ -1,0 +1,35 @@
+// snapkv: cold tier settings (issue 10). A sequence with a cold tier keeps, for every layer its
+// press compresses, a copy of all the prompt's keys and values in a cheaper format (RAM or a
+// file), so that a follow-up question can re-select which prompt entries are hot
+// (PrefillOptions::reselect; docs/design.md, "Follow-up questions: the cold tier and re-selection").
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace snapkv {
+
+/// Element format of the cold tier. Int8: symmetric per-row absmax quantization (scale =
+/// max|x| / 127 in f32; error <= max|x| / 254 per element), head_dim + 4 bytes per row. F16: IEEE
+/// half, 2 head_dim bytes per row (exact for an F16 KV cache).
+enum class ColdFormat { Int8, F16 };
+
+/// Where and how a sequence keeps its cold tier.
+struct ColdTierOptions {
+  bool enabled = false;
+  ColdFormat format = ColdFormat::Int8;
+  /// Empty: RAM. Otherwise a directory: the store writes its rows to a new file there (created
+  /// with a unique name, deleted when the store is) and reads them back through a read-only
+  /// memory mapping, so cold bytes are page cache, not the process's anonymous memory.
+  std::string dir;
+};
+
+/// Parses "int8", "f16" or "disk:DIR" (int8 rows in a file under the directory DIR). Throws
+/// snapkv::Error naming the value otherwise (the directory is checked when the first layer is stored).
+ColdTierOptions parse_cold_tier(const std::string& value);
+/// "int8", "f16", "disk:DIR" (the inverse of parse_cold_tier), "off" when not enabled.
+std::string cold_tier_name(const ColdTierOptions& o);
+/// Bytes of one stored row of head_dim elements (K or V): Int8 head_dim + 4, F16 2 head_dim.
+size_t cold_row_bytes(ColdFormat format, int head_dim);
+
+}  // namespace snapkv

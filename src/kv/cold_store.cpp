@@ -1,0 +1,217 @@
+// snapkv: the cold tier (cold_store.h).
+#include "kv/cold_store.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/fp16.h"
+#include "kv/kv_cache.h"
+#include "snapkv/error.h"
+
+namespace snapkv {
+
+/// One stored layer: [n_head_kv][K rows n, V rows n], each row cold_row_bytes(); in `heap` or in
+/// a read-only mapping of the store's file (`map`, `map_len`).
+struct ColdStore::LayerRows {
+  int64_t n = 0;
+  std::vector<unsigned char> heap;
+  void* map = nullptr;
+  size_t map_len = 0;
+  size_t bytes = 0;  ///< payload bytes (the mapping may be longer: page padding)
+  const unsigned char* data() const { return map ? static_cast<const unsigned char*>(map) : heap.data(); }
+};
+
+ColdTierOptions parse_cold_tier(const std::string& value) {
+  ColdTierOptions o;
+  o.enabled = true;
+  if (value == "int8") return o;
+  if (value == "f16") {
+    o.format = ColdFormat::F16;
+    return o;
+  }
+  if (value.rfind("disk:", 0) == 0 && value.size() > 5) {
+    o.dir = value.substr(5);
+    return o;
+  }
+  throw Error(fmt::format("cold tier '{}': expected int8, f16 or disk:DIR", value));
+}
+
+std::string cold_tier_name(const ColdTierOptions& o) {
+  if (!o.enabled) return "off";
+  if (!o.dir.empty()) return "disk:" + o.dir;
+  return o.format == ColdFormat::F16 ? "f16" : "int8";
+}
+
+size_t cold_row_bytes(ColdFormat format, int head_dim) {
+  const auto hd = static_cast<size_t>(head_dim);
+  return format == ColdFormat::Int8 ? hd + sizeof(float) : 2 * hd;
+}
+
+ColdStore::ColdStore(int n_layer, int n_head_kv, int head_dim, ColdTierOptions opt)
+    : n_layer_(n_layer), n_head_kv_(n_head_kv), head_dim_(head_dim), opt_(std::move(opt)) {
+  if (n_layer <= 0 || n_head_kv <= 0 || head_dim <= 0)
+    throw Error(fmt::format("cold store: bad shape {} layers x {} KV heads x {} dims", n_layer, n_head_kv, head_dim));
+  layers_.resize(static_cast<size_t>(n_layer));
+}
+
+ColdStore::~ColdStore() {
+  for (auto& l : layers_)
+    if (l && l->map) ::munmap(l->map, l->map_len);
+  if (fd_ >= 0) {
+    ::close(fd_);
+    ::unlink(file_.c_str());
+  }
+}
+
+namespace {
+
+// One row of head_dim f32 values into the cold format at dst.
+void encode_row(ColdFormat f, const float* x, int hd, unsigned char* dst) {
+  if (f == ColdFormat::F16) {
+    auto* d = reinterpret_cast<uint16_t*>(dst);
+    for (int i = 0; i < hd; ++i) d[i] = fp32_to_fp16(x[i]);
+    return;
+  }
+  float amax = 0.0f;
+  for (int i = 0; i < hd; ++i) amax = std::max(amax, std::fabs(x[i]));
+  const float scale = amax / 127.0f;
+  const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+  std::memcpy(dst, &scale, sizeof(float));
+  auto* q = reinterpret_cast<int8_t*>(dst + sizeof(float));
+  for (int i = 0; i < hd; ++i) q[i] = static_cast<int8_t>(std::lrintf(std::clamp(x[i] * inv, -127.0f, 127.0f)));
+}
+
+void decode_row(ColdFormat f, const unsigned char* src, int hd, float* out) {
+  if (f == ColdFormat::F16) {
+    uint16_t h[1];
+    for (int i = 0; i < hd; ++i) {
+      std::memcpy(h, src + 2 * static_cast<size_t>(i), 2);
+      out[i] = fp16_to_fp32(h[0]);
+    }
+    return;
+  }
+  float scale;
+  std::memcpy(&scale, src, sizeof(float));
+  const auto* q = reinterpret_cast<const int8_t*>(src + sizeof(float));
+  for (int i = 0; i < hd; ++i) out[i] = static_cast<float>(q[i]) * scale;
+}
+
+}  // namespace
+
+void ColdStore::put_layer(const KVLayerCache& layer) {
+  const int il = layer.layer;
+  if (static_cast<int>(layer.heads.size()) != n_head_kv_)
+    throw Error(fmt::format("cold store: layer {} has {} KV heads, expected {}", il, layer.heads.size(), n_head_kv_));
+  const int64_t n = layer.heads.empty() ? 0 : layer.heads[0].size();
+  const auto hd = static_cast<size_t>(head_dim_);
+  std::vector<float> k(static_cast<size_t>(n_head_kv_) * static_cast<size_t>(n) * hd);
+  std::vector<float> v(k.size());
+  for (int h = 0; h < n_head_kv_; ++h) {
+    const KVHeadCache& hc = layer.heads[static_cast<size_t>(h)];
+    if (hc.head_dim() != head_dim_ || hc.size() != n)
+      throw Error(fmt::format("cold store: layer {} head {} holds {} entries of {} dims, expected {} of {}", il, h,
+                              hc.size(), hc.head_dim(), n, head_dim_));
+    const auto pos = hc.positions();
+    for (int64_t i = 0; i < n; ++i) {
+      if (pos[static_cast<size_t>(i)] != i)
+        throw Error(fmt::format("cold store: layer {} head {}: entry {} has position {}, expected the prompt's {}", il,
+                                h, i, pos[static_cast<size_t>(i)], i));
+      const size_t off = (static_cast<size_t>(h) * static_cast<size_t>(n) + static_cast<size_t>(i)) * hd;
+      hc.key_row(i, k.data() + off);
+      hc.value_row(i, v.data() + off);
+    }
+  }
+  put_rows(il, n, k.data(), v.data());
+}
+
+void ColdStore::put_rows(int il, int64_t n, const float* k, const float* v) {
+  if (il < 0 || il >= n_layer_) throw Error(fmt::format("cold store: layer {} outside [0, {})", il, n_layer_));
+  if (layers_[static_cast<size_t>(il)]) throw Error(fmt::format("cold store: layer {} is already stored", il));
+  if (n <= 0) throw Error(fmt::format("cold store: layer {} has no entries", il));
+  const size_t rb = cold_row_bytes(opt_.format, head_dim_);
+  auto lr = std::make_unique<LayerRows>();
+  lr->n = n;
+  lr->bytes = static_cast<size_t>(n_head_kv_) * 2 * static_cast<size_t>(n) * rb;
+  lr->heap.resize(lr->bytes);
+  const auto hd = static_cast<size_t>(head_dim_);
+  for (int h = 0; h < n_head_kv_; ++h)
+    for (int64_t i = 0; i < n; ++i) {
+      const size_t src = (static_cast<size_t>(h) * static_cast<size_t>(n) + static_cast<size_t>(i)) * hd;
+      unsigned char* kd = lr->heap.data() + ((static_cast<size_t>(h) * 2) * static_cast<size_t>(n) + i) * rb;
+      unsigned char* vd = lr->heap.data() + ((static_cast<size_t>(h) * 2 + 1) * static_cast<size_t>(n) + i) * rb;
+      encode_row(opt_.format, k + src, head_dim_, kd);
+      encode_row(opt_.format, v + src, head_dim_, vd);
+    }
+  if (!opt_.dir.empty()) {
+    if (fd_ < 0) {
+      std::string name = opt_.dir + "/snapkv-cold-XXXXXX";
+      fd_ = ::mkostemp(name.data(), O_CLOEXEC);
+      if (fd_ < 0)
+        throw Error(fmt::format("cold tier: cannot create a file in {}: {}", opt_.dir, std::strerror(errno)));
+      file_ = name;
+    }
+    // Each layer starts on a page boundary (mmap offsets must be page-aligned).
+    const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    const size_t off = (file_size_ + page - 1) / page * page;
+    size_t done = 0;
+    while (done < lr->bytes) {
+      const ssize_t w = ::pwrite(fd_, lr->heap.data() + done, lr->bytes - done, static_cast<off_t>(off + done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0)
+        throw Error(fmt::format("cold tier file {}: cannot write layer {}: {}", file_, il,
+                                w < 0 ? std::strerror(errno) : "no space"));
+      done += static_cast<size_t>(w);
+    }
+    void* m = ::mmap(nullptr, lr->bytes, PROT_READ, MAP_SHARED, fd_, static_cast<off_t>(off));
+    if (m == MAP_FAILED)
+      throw Error(fmt::format("cold tier file {}: cannot map layer {}: {}", file_, il, std::strerror(errno)));
+    lr->map = m;
+    lr->map_len = lr->bytes;
+    std::vector<unsigned char>().swap(lr->heap);
+    file_size_ = off + lr->bytes;
+  }
+  layers_[static_cast<size_t>(il)] = std::move(lr);
+}
+
+bool ColdStore::has_layer(int il) const {
+  return il >= 0 && il < n_layer_ && layers_[static_cast<size_t>(il)] != nullptr;
+}
+
+int64_t ColdStore::n_tokens(int il) const { return has_layer(il) ? layers_[static_cast<size_t>(il)]->n : 0; }
+
+const unsigned char* ColdStore::row_ptr(const LayerRows& lr, int h, bool value, int64_t p) const {
+  const size_t rb = cold_row_bytes(opt_.format, head_dim_);
+  return lr.data() +
+         ((static_cast<size_t>(h) * 2 + (value ? 1 : 0)) * static_cast<size_t>(lr.n) + static_cast<size_t>(p)) * rb;
+}
+
+void ColdStore::read(int il, int h, int64_t p0, int64_t count, float* k_out, float* v_out) const {
+  if (!has_layer(il)) throw Error(fmt::format("cold store: layer {} is not stored", il));
+  const LayerRows& lr = *layers_[static_cast<size_t>(il)];
+  if (h < 0 || h >= n_head_kv_ || p0 < 0 || count < 0 || p0 + count > lr.n)
+    throw Error(fmt::format("cold store: rows [{}, {}) of layer {} head {} outside the {} stored", p0, p0 + count, il,
+                            h, lr.n));
+  const auto hd = static_cast<size_t>(head_dim_);
+  for (int64_t i = 0; i < count; ++i) {
+    if (k_out) decode_row(opt_.format, row_ptr(lr, h, false, p0 + i), head_dim_, k_out + static_cast<size_t>(i) * hd);
+    if (v_out) decode_row(opt_.format, row_ptr(lr, h, true, p0 + i), head_dim_, v_out + static_cast<size_t>(i) * hd);
+  }
+}
+
+size_t ColdStore::bytes() const {
+  size_t b = 0;
+  for (const auto& l : layers_) b += l ? l->bytes : 0;
+  return b;
+}
+
+size_t ColdStore::ram_bytes() const { return opt_.dir.empty() ? bytes() : 0; }
+
+}  // namespace snapkv
