@@ -10,8 +10,9 @@
 namespace snapkv {
 
 /// Element format of the cold tier. Int8: symmetric per-row absmax quantization (scale =
-/// max|x| / 127 in f32; error <= max|x| / 254 per element), head_dim + 4 bytes per row. F16: IEEE
-/// half, 2 head_dim bytes per row (exact for an F16 KV cache).
+/// max|x| / 127 in f32; error <= max|x| / 254 per element; a row with inf or NaN decodes as NaN,
+/// one with max|x| < 127 FLT_MIN as zeros), head_dim + 4 bytes per row. F16: IEEE half, 2
+/// head_dim bytes per row (exact for an F16 KV cache).
 enum class ColdFormat { Int8, F16 };
 
 /// Where and how a sequence keeps its cold tier.
@@ -19,15 +20,17 @@ struct ColdTierOptions {
   bool enabled = false;
   ColdFormat format = ColdFormat::Int8;
   /// Empty: RAM. Otherwise a directory: the store writes its rows to a new file there (created
-  /// with a unique name, deleted when the store is) and reads them back through a read-only
-  /// memory mapping, so cold bytes are page cache, not the process's anonymous memory.
+  /// with a unique name and unlinked at once, so nothing is left behind) and reads them back
+  /// through a read-only memory mapping, so cold bytes are page cache, not the process's
+  /// anonymous memory.
   std::string dir;
 };
 
 /// Parses "int8", "f16" or "disk:DIR" (int8 rows in a file under the directory DIR). Throws
 /// snapkv::Error naming the value otherwise (the directory is checked when the first layer is stored).
 ColdTierOptions parse_cold_tier(const std::string& value);
-/// "int8", "f16", "disk:DIR" (the inverse of parse_cold_tier), "off" when not enabled.
+/// A name for reports: "off", "int8", "f16", "disk:DIR" (int8 on disk; parse_cold_tier's syntax),
+/// "f16,disk:DIR" (f16 on disk, settable only through the struct).
 std::string cold_tier_name(const ColdTierOptions& o);
 /// Bytes of one stored row of head_dim elements (K or V): Int8 head_dim + 4, F16 2 head_dim.
 size_t cold_row_bytes(ColdFormat format, int head_dim);

@@ -96,10 +96,12 @@ struct SequenceStats {
   std::string compression_note;  ///< why a requested press did not compress (prompt fits / too short), else ""
   int64_t n_prompt_tokens = 0;   ///< tokens of the compressed (or first) prompt
   int window = 0;                ///< observation window W the press used (tokens); 0 if it did not compress
-  size_t kv_cold_bytes = 0;      ///< bytes of the cold tier (RAM or file; SequenceOptions::cold_tier), 0 without
-  int n_reselections = 0;        ///< prefills with PrefillOptions::reselect that re-selected
-  double reselect_ms = 0;        ///< time in those re-selections: cold reads, scoring, rebuilding the hot cache
-  int reselect_window = 0;       ///< W of the last re-selection (question tokens that scored)
+  /// Bytes of the cold tier (RAM or file; SequenceOptions::cold_tier), 0 without. Forks share
+  /// their parent's store, so each reports the same bytes: do not sum it over forks.
+  size_t kv_cold_bytes = 0;
+  int n_reselections = 0;   ///< prefills with PrefillOptions::reselect that re-selected
+  double reselect_ms = 0;   ///< time in those re-selections: cold reads, scoring, rebuilding the hot cache
+  int reselect_window = 0;  ///< W of the last re-selection (question tokens that scored)
 };
 
 class Sequence {
@@ -114,7 +116,8 @@ class Sequence {
   int64_t n_ctx() const;
   KVType kv_type() const;
   const SequenceStats& stats() const;
-  /// What each press call kept, in layer order (only with SequenceOptions::log_kept).
+  /// What each press call kept, in layer order (only with SequenceOptions::log_kept); each
+  /// re-selection (PrefillOptions::reselect) appends its own records, layer by layer.
   const std::vector<KeptLayer>& kept() const;
 
   /// Queues a prefill of `tokens` at positions n_past().. (layer-major: all tokens through
@@ -134,7 +137,8 @@ class Sequence {
   /// freed once the sequence decodes a token (they no longer describe its last position).
   std::span<const float> prefill_logits() const;
 
-  /// A copy of this sequence (cache, positions, stats, kept log, retained queries): costs a copy
+  /// A copy of this sequence (cache, positions, stats, kept log, retained queries; the cold tier
+  /// is shared, not copied: it is immutable once compressed): costs a copy
   /// of its KV bytes. Throws snapkv::Error while a prefill is pending.
   std::unique_ptr<Sequence> fork() const;
 

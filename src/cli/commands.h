@@ -117,6 +117,7 @@ struct EvalOptions {
   bool resume = false;
   std::string depths = "0,10,20,30,40,50,60,70,80,90,100";
   std::string chat = "auto";
+  std::string answer_prefix = "on";  ///< --answer-prefix on|off
   int gen_tokens = 0;
   std::string kv_type = "f16";
   bool no_plots = false;

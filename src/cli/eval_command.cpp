@@ -89,6 +89,7 @@ int eval_command(const EvalOptions& o) {
     cfg.depths.push_back(v / 100.0);
   }
   cfg.chat = eval::parse_chat_mode(o.chat);
+  cfg.answer_prefix = o.answer_prefix == "on";
   cfg.gen_tokens = o.gen_tokens;
   cfg.kv_type = o.kv_type == "f32" ? KVType::F32 : KVType::F16;
   cfg.threads = o.threads > 0 ? o.threads : available_cores();

@@ -258,6 +258,11 @@ void add_eval_options(CLI::App& ev, snapkv::cli::EvalOptions& o) {
   ev.add_option("--chat", o.chat, "chat template: auto (the model's, if its GGUF has one), on, off")
       ->capture_default_str()
       ->check(one_of({"auto", "on", "off"}));
+  ev.add_option("--answer-prefix", o.answer_prefix,
+                "on: RULER's answer prefix after the question (the model's first tokens are the answer); off: the "
+                "question alone, as users ask in a chat")
+      ->capture_default_str()
+      ->check(one_of({"on", "off"}));
   ev.add_option("--gen-tokens", o.gen_tokens, "tokens to generate per answer (0: each task's, RULER's)")
       ->capture_default_str()
       ->check(int_in(0, 1 << 20));

@@ -198,6 +198,8 @@ int run_command(const RunOptions& opt) {
   const ColdTierOptions cold_tier = o.cold_tier.empty() ? ColdTierOptions{} : parse_cold_tier(o.cold_tier);
   if (cold_tier.enabled && o.questions.empty())
     throw Error("--cold-tier serves follow-up questions: give one or more --question");
+  if (cold_tier.enabled && o.press.name == "none" && (o.press_spec.empty() || o.press_spec == "none"))
+    throw Error("--cold-tier keeps what a press evicts: give a press (--press snapkv ...)");
   auto dump_file = o.dump_kept.empty() ? std::unique_ptr<std::FILE, int (*)(std::FILE*)>(nullptr, &std::fclose)
                                        : open_dump_file(o.dump_kept);
 

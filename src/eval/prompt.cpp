@@ -21,7 +21,8 @@ ChatMode parse_chat_mode(const std::string& s) {
   throw Error(fmt::format("--chat must be auto, on or off, got '{}'", s));
 }
 
-PromptFormat::PromptFormat(const Engine& engine, ChatMode mode) : tok_(&engine.tokenizer()) {
+PromptFormat::PromptFormat(const Engine& engine, ChatMode mode, bool answer_prefix)
+    : tok_(&engine.tokenizer()), answer_prefix_(answer_prefix) {
   if (mode == ChatMode::Off) return;
   try {
     ChatTemplate t = engine.chat_template();
@@ -31,7 +32,14 @@ PromptFormat::PromptFormat(const Engine& engine, ChatMode mode) : tok_(&engine.t
   }
 }
 
-std::string PromptFormat::name() const { return tmpl_ ? tmpl_->name() : "base"; }
+std::string PromptFormat::name() const {
+  return std::string(tmpl_ ? tmpl_->name() : "base") + (answer_prefix_ ? "" : ", no answer prefix");
+}
+
+const std::string& PromptFormat::prefix(const TaskText& t) const {
+  static const std::string none;
+  return answer_prefix_ ? t.answer_prefix : none;
+}
 
 std::pair<RenderedChat, RenderedChat> PromptFormat::render_chat(const TaskText& t) const {
   std::vector<ChatMessage> msgs;
@@ -53,25 +61,25 @@ PromptIds PromptFormat::tokenize(const TaskText& t) const {
     const auto [ctx, q] = render_chat(t);
     p.context = tokenize_chat(*tok_, ctx, true);
     p.question = tokenize_chat(*tok_, q, false);
-    const auto a = tok_->encode(t.answer_prefix, false, false);
+    const auto a = tok_->encode(prefix(t), false, false);
     p.question.insert(p.question.end(), a.begin(), a.end());
     return p;
   }
   std::string shots;
   for (const Shot& s : t.shots) shots += s.user + s.assistant + "\n\n";
   p.context = tok_->encode(shots + t.context, true, false);
-  p.question = tok_->encode(t.question + t.answer_prefix, false, false);
+  p.question = tok_->encode(t.question + prefix(t), false, false);
   return p;
 }
 
 std::pair<std::string, std::string> PromptFormat::render(const TaskText& t) const {
   if (tmpl_) {
     const auto [ctx, q] = render_chat(t);
-    return {ctx.text, q.text + t.answer_prefix};
+    return {ctx.text, q.text + prefix(t)};
   }
   std::string shots;
   for (const Shot& s : t.shots) shots += s.user + s.assistant + "\n\n";
-  return {shots + t.context, t.question + t.answer_prefix};
+  return {shots + t.context, t.question + prefix(t)};
 }
 
 }  // namespace snapkv::eval

@@ -53,10 +53,12 @@ class PromptFormat {
   /// (Engine::chat_template() without a fallback warning), else the base format. `on` uses the
   /// model's template even when it is a built-in fallback; throws snapkv::Error for a model with
   /// none. The engine must outlive the format.
-  PromptFormat(const Engine& engine, ChatMode mode);
+  /// `answer_prefix` false: the task's answer prefix is not put after the question (the model
+  /// answers in its own words, as users ask in a chat; scoring is unchanged: string_match_all).
+  PromptFormat(const Engine& engine, ChatMode mode, bool answer_prefix = true);
 
   bool chat() const { return tmpl_.has_value(); }
-  /// "base" or the template's name.
+  /// "base" or the template's name; with ", no answer prefix" when answer_prefix is false.
   std::string name() const;
   const Tokenizer& tokenizer() const { return *tok_; }
 
@@ -67,6 +69,8 @@ class PromptFormat {
  private:
   const Tokenizer* tok_;
   std::optional<ChatTemplate> tmpl_;
+  bool answer_prefix_ = true;
+  const std::string& prefix(const TaskText& t) const;
   std::pair<RenderedChat, RenderedChat> render_chat(const TaskText& t) const;
 };
 

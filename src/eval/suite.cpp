@@ -224,7 +224,7 @@ SuiteResult run_suite(const EvalConfig& cfg, const std::string& out_dir, bool re
     if (L > engine->info().n_ctx_train)
       throw Error(fmt::format("--lengths: {} exceeds the model's context of {} tokens", L, engine->info().n_ctx_train));
   Workspace ws(*engine);
-  PromptFormat fmt(*engine, cfg.chat);
+  PromptFormat fmt(*engine, cfg.chat, cfg.answer_prefix);
   Generator gen(fmt);
   RunnerOptions ro;
   ro.independent = cfg.independent;

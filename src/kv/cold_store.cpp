@@ -11,6 +11,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <limits>
 
 #include "core/fp16.h"
 #include "kv/kv_cache.h"
@@ -46,7 +48,7 @@ ColdTierOptions parse_cold_tier(const std::string& value) {
 
 std::string cold_tier_name(const ColdTierOptions& o) {
   if (!o.enabled) return "off";
-  if (!o.dir.empty()) return "disk:" + o.dir;
+  if (!o.dir.empty()) return (o.format == ColdFormat::F16 ? "f16,disk:" : "disk:") + o.dir;
   return o.format == ColdFormat::F16 ? "f16" : "int8";
 }
 
@@ -60,15 +62,20 @@ ColdStore::ColdStore(int n_layer, int n_head_kv, int head_dim, ColdTierOptions o
   if (n_layer <= 0 || n_head_kv <= 0 || head_dim <= 0)
     throw Error(fmt::format("cold store: bad shape {} layers x {} KV heads x {} dims", n_layer, n_head_kv, head_dim));
   layers_.resize(static_cast<size_t>(n_layer));
+  if (!opt_.dir.empty()) {
+    // The file is unlinked at once: the descriptor and the mappings keep it alive, and nothing is
+    // left behind when the process ends, however it ends.
+    std::string name = opt_.dir + "/snapkv-cold-XXXXXX";
+    fd_ = ::mkostemp(name.data(), O_CLOEXEC);
+    if (fd_ < 0) throw Error(fmt::format("cold tier: cannot create a file in {}: {}", opt_.dir, std::strerror(errno)));
+    ::unlink(name.c_str());
+  }
 }
 
 ColdStore::~ColdStore() {
   for (auto& l : layers_)
     if (l && l->map) ::munmap(l->map, l->map_len);
-  if (fd_ >= 0) {
-    ::close(fd_);
-    ::unlink(file_.c_str());
-  }
+  if (fd_ >= 0) ::close(fd_);
 }
 
 namespace {
@@ -81,12 +88,19 @@ void encode_row(ColdFormat f, const float* x, int hd, unsigned char* dst) {
     return;
   }
   float amax = 0.0f;
-  for (int i = 0; i < hd; ++i) amax = std::max(amax, std::fabs(x[i]));
-  const float scale = amax / 127.0f;
-  const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
-  std::memcpy(dst, &scale, sizeof(float));
+  bool finite = true;
+  for (int i = 0; i < hd; ++i) {
+    finite = finite && std::isfinite(x[i]);
+    amax = std::max(amax, std::fabs(x[i]));
+  }
   auto* q = reinterpret_cast<int8_t*>(dst + sizeof(float));
-  for (int i = 0; i < hd; ++i) q[i] = static_cast<int8_t>(std::lrintf(std::clamp(x[i] * inv, -127.0f, 127.0f)));
+  // A row with inf or NaN decodes as NaN (no silent finite value); a row below the smallest
+  // normal scale (max|x| < 127 FLT_MIN) as zeros.
+  float scale = finite ? amax / 127.0f : std::numeric_limits<float>::quiet_NaN();
+  if (finite && scale < std::numeric_limits<float>::min()) scale = 0.0f;
+  std::memcpy(dst, &scale, sizeof(float));
+  for (int i = 0; i < hd; ++i)
+    q[i] = scale > 0.0f ? static_cast<int8_t>(std::lrintf(std::clamp(x[i] / scale, -127.0f, 127.0f))) : 0;
 }
 
 void decode_row(ColdFormat f, const unsigned char* src, int hd, float* out) {
@@ -111,28 +125,34 @@ void ColdStore::put_layer(const KVLayerCache& layer) {
   if (static_cast<int>(layer.heads.size()) != n_head_kv_)
     throw Error(fmt::format("cold store: layer {} has {} KV heads, expected {}", il, layer.heads.size(), n_head_kv_));
   const int64_t n = layer.heads.empty() ? 0 : layer.heads[0].size();
-  const auto hd = static_cast<size_t>(head_dim_);
-  std::vector<float> k(static_cast<size_t>(n_head_kv_) * static_cast<size_t>(n) * hd);
-  std::vector<float> v(k.size());
   for (int h = 0; h < n_head_kv_; ++h) {
     const KVHeadCache& hc = layer.heads[static_cast<size_t>(h)];
     if (hc.head_dim() != head_dim_ || hc.size() != n)
       throw Error(fmt::format("cold store: layer {} head {} holds {} entries of {} dims, expected {} of {}", il, h,
                               hc.size(), hc.head_dim(), n, head_dim_));
     const auto pos = hc.positions();
-    for (int64_t i = 0; i < n; ++i) {
+    for (int64_t i = 0; i < n; ++i)
       if (pos[static_cast<size_t>(i)] != i)
         throw Error(fmt::format("cold store: layer {} head {}: entry {} has position {}, expected the prompt's {}", il,
                                 h, i, pos[static_cast<size_t>(i)], i));
-      const size_t off = (static_cast<size_t>(h) * static_cast<size_t>(n) + static_cast<size_t>(i)) * hd;
-      hc.key_row(i, k.data() + off);
-      hc.value_row(i, v.data() + off);
-    }
   }
-  put_rows(il, n, k.data(), v.data());
+  // Encoded row by row straight from the heads (no f32 copy of the layer).
+  store(il, n, [&layer](int h, bool value, int64_t i, float* row) {
+    const KVHeadCache& hc = layer.heads[static_cast<size_t>(h)];
+    value ? hc.value_row(i, row) : hc.key_row(i, row);
+  });
 }
 
 void ColdStore::put_rows(int il, int64_t n, const float* k, const float* v) {
+  const auto hd = static_cast<size_t>(head_dim_);
+  store(il, n, [&](int h, bool value, int64_t i, float* row) {
+    const float* src =
+        (value ? v : k) + (static_cast<size_t>(h) * static_cast<size_t>(n) + static_cast<size_t>(i)) * hd;
+    std::memcpy(row, src, sizeof(float) * hd);
+  });
+}
+
+void ColdStore::store(int il, int64_t n, const std::function<void(int, bool, int64_t, float*)>& row_of) {
   if (il < 0 || il >= n_layer_) throw Error(fmt::format("cold store: layer {} outside [0, {})", il, n_layer_));
   if (layers_[static_cast<size_t>(il)]) throw Error(fmt::format("cold store: layer {} is already stored", il));
   if (n <= 0) throw Error(fmt::format("cold store: layer {} has no entries", il));
@@ -141,23 +161,17 @@ void ColdStore::put_rows(int il, int64_t n, const float* k, const float* v) {
   lr->n = n;
   lr->bytes = static_cast<size_t>(n_head_kv_) * 2 * static_cast<size_t>(n) * rb;
   lr->heap.resize(lr->bytes);
-  const auto hd = static_cast<size_t>(head_dim_);
+  std::vector<float> row(static_cast<size_t>(head_dim_));
   for (int h = 0; h < n_head_kv_; ++h)
-    for (int64_t i = 0; i < n; ++i) {
-      const size_t src = (static_cast<size_t>(h) * static_cast<size_t>(n) + static_cast<size_t>(i)) * hd;
-      unsigned char* kd = lr->heap.data() + ((static_cast<size_t>(h) * 2) * static_cast<size_t>(n) + i) * rb;
-      unsigned char* vd = lr->heap.data() + ((static_cast<size_t>(h) * 2 + 1) * static_cast<size_t>(n) + i) * rb;
-      encode_row(opt_.format, k + src, head_dim_, kd);
-      encode_row(opt_.format, v + src, head_dim_, vd);
-    }
-  if (!opt_.dir.empty()) {
-    if (fd_ < 0) {
-      std::string name = opt_.dir + "/snapkv-cold-XXXXXX";
-      fd_ = ::mkostemp(name.data(), O_CLOEXEC);
-      if (fd_ < 0)
-        throw Error(fmt::format("cold tier: cannot create a file in {}: {}", opt_.dir, std::strerror(errno)));
-      file_ = name;
-    }
+    for (const bool value : {false, true})
+      for (int64_t i = 0; i < n; ++i) {
+        row_of(h, value, i, row.data());
+        encode_row(opt_.format, row.data(), head_dim_,
+                   lr->heap.data() + ((static_cast<size_t>(h) * 2 + (value ? 1 : 0)) * static_cast<size_t>(n) +
+                                      static_cast<size_t>(i)) *
+                                         rb);
+      }
+  if (fd_ >= 0) {
     // Each layer starts on a page boundary (mmap offsets must be page-aligned).
     const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
     const size_t off = (file_size_ + page - 1) / page * page;
@@ -166,13 +180,13 @@ void ColdStore::put_rows(int il, int64_t n, const float* k, const float* v) {
       const ssize_t w = ::pwrite(fd_, lr->heap.data() + done, lr->bytes - done, static_cast<off_t>(off + done));
       if (w < 0 && errno == EINTR) continue;
       if (w <= 0)
-        throw Error(fmt::format("cold tier file {}: cannot write layer {}: {}", file_, il,
+        throw Error(fmt::format("cold tier file in {}: cannot write layer {}: {}", opt_.dir, il,
                                 w < 0 ? std::strerror(errno) : "no space"));
       done += static_cast<size_t>(w);
     }
     void* m = ::mmap(nullptr, lr->bytes, PROT_READ, MAP_SHARED, fd_, static_cast<off_t>(off));
     if (m == MAP_FAILED)
-      throw Error(fmt::format("cold tier file {}: cannot map layer {}: {}", file_, il, std::strerror(errno)));
+      throw Error(fmt::format("cold tier file in {}: cannot map layer {}: {}", opt_.dir, il, std::strerror(errno)));
     lr->map = m;
     lr->map_len = lr->bytes;
     std::vector<unsigned char>().swap(lr->heap);

@@ -15,13 +15,15 @@
 //         in [-127, 127]; dequantized x' = q * scale, |x - x'| <= scale / 2 = max|x| / 254.
 //         head_dim + 4 bytes (SmolLM2, head_dim 64: 68 B vs 128 B in F16).
 //   F16   IEEE half, the hot cache's own format: a row copied from an F16 hot cache is exact.
-// Where: RAM (heap), or a file in a directory (disk:DIR), written once per layer and read back
-// through a read-only shared memory mapping, so the cold bytes live in the page cache, not in the
-// process's anonymous memory. Settings: include/snapkv/cold_tier.h.
+// Where: RAM (heap), or a file in a directory (disk:DIR; unlinked as soon as it is created),
+// written once per layer and read back through a read-only shared memory mapping, so the cold
+// bytes live in the page cache, not in the process's anonymous memory. Settings:
+// include/snapkv/cold_tier.h.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,13 +35,15 @@ namespace snapkv {
 struct KVLayerCache;
 
 /// The cold copies of a sequence's compressed layers: per (layer, KV head), K and V rows of the
-/// positions 0..n_tokens(layer)-1. Written layer by layer (put_layer), then read only; a stored
-/// layer is immutable, so forks of a sequence share one store (std::shared_ptr<const ColdStore>).
-/// Not thread-safe while layers are being put; concurrent reads are safe.
+/// positions 0..n_tokens(layer)-1. Written layer by layer (put_layer) while its sequence
+/// compresses, then only read; a stored layer is immutable, so forks of a compressed sequence
+/// share one store. Not thread-safe while layers are being put; concurrent reads are safe.
 class ColdStore {
  public:
-  /// A store for a model of n_layer layers x n_head_kv KV heads of head_dim. Throws snapkv::Error
-  /// for non-positive sizes.
+  /// A store for a model of n_layer layers x n_head_kv KV heads of head_dim. With a directory
+  /// (disk), its file is created there now and unlinked at once (the descriptor keeps it; nothing
+  /// is left behind by any exit). Throws snapkv::Error for non-positive sizes or a directory where
+  /// no file can be created.
   ColdStore(int n_layer, int n_head_kv, int head_dim, ColdTierOptions opt);
   ~ColdStore();
   ColdStore(const ColdStore&) = delete;
@@ -77,12 +81,13 @@ class ColdStore {
  private:
   struct LayerRows;
   const unsigned char* row_ptr(const LayerRows& lr, int h, bool value, int64_t p) const;
+  /// Encodes n rows per head (row_of(h, value, i, out[head_dim]) gives each as f32) as layer il.
+  void store(int il, int64_t n, const std::function<void(int, bool, int64_t, float*)>& row_of);
 
   int n_layer_, n_head_kv_, head_dim_;
   ColdTierOptions opt_;
   std::vector<std::unique_ptr<LayerRows>> layers_;
-  int fd_ = -1;
-  std::string file_;  ///< the store's file under opt_.dir (disk only)
+  int fd_ = -1;  ///< the store's file under opt_.dir (disk only; unlinked at creation)
   size_t file_size_ = 0;
 };
 

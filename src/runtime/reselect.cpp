@@ -90,26 +90,12 @@ void Sequence::State::restore_layer(int il) {
 
 void Sequence::State::reselect_layer(int il, const float* window_q, int n_threads) {
   const auto t0 = Clock::now();
-  const ModelConfig& c = model->config();
   KVLayerCache& layer = cache.layer(il);
   const int64_t L = cold->n_tokens(il);
   const int64_t N = layer.heads.at(0).size();  // prompt + later entries + this question
   const ReselectParams rp = reselect_params(stats.press, job->n);
-  PressInput in;
-  in.layer = il;
-  in.n_tokens = N;
-  in.n_head = c.n_head;
-  in.n_head_kv = c.n_head_kv;
-  in.head_dim = c.head_dim;
-  in.attn_scale = c.attn_scale;
-  in.window = rp.window;
-  in.window_q = window_q;
-  in.n_threads = n_threads;
-  for (const auto& hc : layer.heads) {
-    if (hc.size() != N) throw Error(fmt::format("reselect: layer {} heads hold different entry counts", il));
-    in.keys.push_back(hc.keys());
-    in.values.push_back(hc.values());
-  }
+  const int W = static_cast<int>(job->window);  // the queries begin_prefill sized window_q for
+  const PressInput in = layer_input(il, N, W, window_q, n_threads);
   // Scores of entries 0..N-W-1 per KV head; only the prompt's (0..L-1) compete.
   const press_detail::HeadScores scores = press_detail::snapkv_scores(in, rp.kernel, rp.pool, rp.agg);
   KeptLayer kl;
@@ -134,7 +120,7 @@ void Sequence::State::reselect_layer(int il, const float* window_q, int n_thread
   }
   if (opt.log_kept) kept.push_back(std::move(kl));
   stats.reselect_ms += ms_since(t0);
-  stats.reselect_window = rp.window;
+  stats.reselect_window = W;
   sample_peak();
 }
 

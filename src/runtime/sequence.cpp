@@ -61,31 +61,37 @@ void Sequence::State::update_stats() {
   stats.kv_cold_bytes = cold ? cold->bytes() : 0;
 }
 
-void Sequence::State::compress_layer(int il, const PressPlan& plan, int compress_index, int n_compress_layers,
-                                     int64_t n_tokens, const float* window_q, const float* all_q, int n_threads) {
+PressInput Sequence::State::layer_input(int il, int64_t n_tokens, int window, const float* window_q,
+                                        int n_threads) const {
   const ModelConfig& c = model->config();
-  const auto t0 = Clock::now();
-  KVLayerCache& L = cache.layer(il);
   PressInput in;
   in.layer = il;
-  in.compress_index = compress_index;
-  in.n_compress_layers = n_compress_layers;
   in.n_tokens = n_tokens;
   in.n_head = c.n_head;
   in.n_head_kv = c.n_head_kv;
   in.head_dim = c.head_dim;
   in.attn_scale = c.attn_scale;
-  in.window = plan.window;
+  in.window = window;
   in.window_q = window_q;
-  in.all_q = all_q;
   in.n_threads = n_threads;
-  for (const auto& hc : L.heads) {
+  for (const auto& hc : cache.layer(il).heads) {
     if (hc.size() != n_tokens)
-      throw Error(
-          fmt::format("layer {}: cache holds {} entries, expected the {} prompt tokens", il, hc.size(), n_tokens));
+      throw Error(fmt::format("layer {}: cache holds {} entries, expected {}", il, hc.size(), n_tokens));
     in.keys.push_back(hc.keys());
     in.values.push_back(hc.values());
   }
+  return in;
+}
+
+void Sequence::State::compress_layer(int il, const PressPlan& plan, int compress_index, int n_compress_layers,
+                                     int64_t n_tokens, const float* window_q, const float* all_q, int n_threads) {
+  const ModelConfig& c = model->config();
+  const auto t0 = Clock::now();
+  KVLayerCache& L = cache.layer(il);
+  PressInput in = layer_input(il, n_tokens, plan.window, window_q, n_threads);
+  in.compress_index = compress_index;
+  in.n_compress_layers = n_compress_layers;
+  in.all_q = all_q;
   PressResult r = plan.press->compress(in, plan.capacity);
   if (opt.cold_tier.enabled) {  // issue 10: every prompt entry to the cold tier before the eviction
     if (!cold) cold = std::make_shared<ColdStore>(c.n_layer, c.n_head_kv, c.head_dim, opt.cold_tier);
@@ -188,6 +194,9 @@ void Sequence::begin_prefill(std::span<const int32_t> tokens, const PrefillOptio
   job->window = std::max<int64_t>(job->window, opt.retain_window);
   // A prompt the press did not compress has no cold layers: nothing to re-select.
   job->reselect = opt.reselect && st.cold != nullptr;
+  // The cold store of a compressing prefill exists (with its file) before anything changes.
+  if (job->plan.compress && st.opt.cold_tier.enabled)
+    job->cold = std::make_shared<ColdStore>(c.n_layer, c.n_head_kv, c.head_dim, st.opt.cold_tier);
   if (job->reselect) job->window = reselect_params(st.stats.press, n).window;
   job->window_q.assign(static_cast<size_t>(job->window) * c.n_head * c.head_dim, 0.0f);
   if (job->plan.compress && job->plan.needs_all_queries)
@@ -206,6 +215,7 @@ void Sequence::begin_prefill(std::span<const int32_t> tokens, const PrefillOptio
 void Sequence::State::start_job() {
   PrefillJob& j = *job;
   j.started = true;
+  if (j.cold) cold = std::move(j.cold);
   if (j.press_on) {
     stats.press = j.plan.spec;
     stats.compressed = j.plan.compress;
@@ -266,6 +276,10 @@ void Sequence::compress(const PressSpec& press, Workspace& ws) {
     if (c.layer_window(il) == 0 && !held)
       throw Error(fmt::format("compress: layer {} has no retained queries of the prompt", il));
   }
+  // The cold store (and its file) before anything changes: a bad directory leaves the prompt as it was.
+  std::shared_ptr<ColdStore> cold;
+  if (plan.compress && st.opt.cold_tier.enabled)
+    cold = std::make_shared<ColdStore>(c.n_layer, c.n_head_kv, c.head_dim, st.opt.cold_tier);
   st.stats.press = plan.spec;
   st.stats.compressed = plan.compress;
   st.stats.budget = plan.compress ? plan.capacity : 0;
@@ -273,6 +287,7 @@ void Sequence::compress(const PressSpec& press, Workspace& ws) {
   st.stats.window = plan.compress ? plan.window : 0;
   if (!plan.compress) return;  // the prompt is kept whole: nothing was compressed, compress() may run again
   st.compressed_once = true;
+  st.cold = std::move(cold);
   std::vector<float> wq(static_cast<size_t>(c.n_head) * W * hd);
   int ci = 0, n_full = 0;
   for (int il = 0; il < c.n_layer; ++il) n_full += c.layer_window(il) == 0 ? 1 : 0;

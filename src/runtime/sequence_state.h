@@ -36,6 +36,9 @@ struct PrefillJob {
   bool press_on = false;               ///< a press other than "none" was asked for (its plan goes to the stats)
   bool reselect = false;               ///< PrefillOptions::reselect on a sequence whose cold tier holds layers
   std::vector<int64_t> reselect_keep;  ///< per KV head: prompt entries held before restore_layer(layer)
+  /// A compressing prefill's cold store (SequenceOptions::cold_tier), made with its file by
+  /// begin_prefill before anything changes; the sequence takes it when the job starts.
+  std::shared_ptr<ColdStore> cold;
   std::vector<float>* all_logits = nullptr;
   std::function<void(int, int)> progress;
   bool started = false;
@@ -70,6 +73,10 @@ struct Sequence::State {
   void sample_peak();
   /// Recomputes every byte statistic and the kept-per-layer means.
   void update_stats();
+  /// What a press sees of layer il, whose heads must each hold n_tokens entries (entry i has
+  /// position i): keys/values views, shapes, the window queries [n_head][window][hd]. Throws
+  /// snapkv::Error naming the layer otherwise.
+  PressInput layer_input(int il, int64_t n_tokens, int window, const float* window_q, int n_threads) const;
   /// Compresses layer il (full attention, holding exactly the n_tokens prompt entries) with the
   /// plan's press, given the window queries [n_head][W][hd] and (if needed) all queries.
   void compress_layer(int il, const PressPlan& plan, int compress_index, int n_compress_layers, int64_t n_tokens,

@@ -85,6 +85,23 @@ TEST(Generators, ExactTokenLengths) {
   }
 }
 
+// --answer-prefix off: the question ends without RULER's answer prefix (as users ask), the
+// context is the same text, and the length is still exact.
+TEST(Generators, WithoutTheAnswerPrefix) {
+  for (const Fmt& f : formats()) {
+    PromptFormat with(*f.engine, f.mode), without(*f.engine, f.mode, false);
+    EXPECT_EQ(without.name(), with.name() + ", no answer prefix");
+    Generator gw(with), go(without);
+    const Sample a = gw.make({"niah_single_1", 1024, 5, 0, -1}), b = go.make({"niah_single_1", 1024, 5, 0, -1});
+    EXPECT_EQ(static_cast<int64_t>(b.ids.size()), 1024 - b.gen_tokens) << f.name;
+    EXPECT_EQ(a.expected, b.expected) << f.name;
+    const std::string qa = with.tokenizer().decode(a.ids.question), qb = without.tokenizer().decode(b.ids.question);
+    EXPECT_NE(qa.find("mentioned in the provided text is"), std::string::npos) << f.name << ": " << qa;
+    EXPECT_EQ(qb.find("mentioned in the provided text is"), std::string::npos) << f.name << ": " << qb;
+    EXPECT_LT(b.ids.question.size(), a.ids.question.size()) << f.name;
+  }
+}
+
 TEST(Generators, LongerLengthsOnTheRealTokenizer) {
   auto e = etest::smollm2();
   if (!e) GTEST_SKIP() << "SmolLM2 not in the model cache (scripts/get-model.sh smollm2)";

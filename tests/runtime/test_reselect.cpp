@@ -19,6 +19,7 @@
 #include <string>
 
 #include "runtime/runtime_util.h"
+#include "runtime/sequence_state.h"
 #include "snapkv/error.h"
 
 namespace snapkv {
@@ -195,8 +196,10 @@ TEST(Reselect, ForksShareTheColdTierAndDiskEqualsRam) {
   prefill(*e, *ram, doc, "snapkv:budget=40,window=8", false, ws);
   prefill(*e, *disk, doc, "snapkv:budget=40,window=8", false, ws);
   EXPECT_EQ(ram->stats().kv_cold_bytes, disk->stats().kv_cold_bytes);
-  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator{}), 1) << "one cold file";
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator{}), 0) << "unlinked at creation";
   auto fork = ram->fork();
+  EXPECT_EQ(fork->state().cold.get(), ram->state().cold.get()) << "forks share the store";
+  EXPECT_EQ(fork->stats().kv_cold_bytes, ram->stats().kv_cold_bytes);
   const auto l_ram = prefill(*e, *ram, q1, "none", true, ws);
   const auto l_disk = prefill(*e, *disk, q1, "none", true, ws);
   EXPECT_TRUE(std::equal(l_ram.begin(), l_ram.end(), l_disk.begin()));
@@ -209,8 +212,70 @@ TEST(Reselect, ForksShareTheColdTierAndDiskEqualsRam) {
   EXPECT_TRUE(std::equal(l_fork.begin(), l_fork.end(), l_again.begin()));
   rtest::expect_same_cache(fork->kv_cache(), again->kv_cache(), "fork vs fresh");
   disk.reset();
-  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator{}), 0) << "the file is removed";
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator{}), 0);
   fs::remove_all(dir);
+}
+
+// The hooks in Engine::step: a re-selecting question prefilled in slices of a small row budget,
+// in the same steps as another sequence's decode rows, equals the question prefilled in one go.
+TEST(Reselect, SlicedAndBatchedEqualsInOneGo) {
+  auto e = rtest::stories();
+  const int V = e->info().n_vocab;
+  const auto doc = prompt(280, V, 61);
+  const auto q = prompt(23, V, 62, -1);
+  Workspace ws(*e);
+  auto once = e->new_sequence(cold_opts("int8"));
+  prefill(*e, *once, doc, "snapkv:budget=48,window=8", false, ws);
+  auto sliced = once->fork();
+  auto other = e->new_sequence({});
+  prefill(*e, *other, prompt(40, V, 63), "none", false, ws);
+  const auto l_once = prefill(*e, *once, q, "none", true, ws);
+  PrefillOptions po;
+  po.reselect = true;
+  sliced->begin_prefill(q, po);
+  Batch b;
+  int steps = 0;
+  int32_t t = 5;
+  while (sliced->prefilling()) {
+    b.clear();
+    b.add(*other, t);
+    b.add_prefill(*sliced, 7);  // 7 token-layers per step: the question crosses layers mid-step
+    e->step(b, ws);
+    t = argmax(b.logits(0));
+    ++steps;
+  }
+  EXPECT_GT(steps, 10);
+  const auto l_sliced = sliced->prefill_logits();
+  EXPECT_TRUE(std::equal(l_once.begin(), l_once.end(), l_sliced.begin()));
+  rtest::expect_same_cache(once->kv_cache(), sliced->kv_cache(), "sliced vs in one go");
+  EXPECT_EQ(sliced->stats().n_reselections, 1);
+}
+
+// Each head keeps its own share (AdaKV gives heads different budgets), the sinks stay, with an F32
+// cache and a one-token question (W = 1).
+TEST(Reselect, EachHeadKeepsItsShareAndItsSinks) {
+  auto e = rtest::stories();
+  const int V = e->info().n_vocab;
+  const int64_t L = 300;
+  const auto doc = prompt(L, V, 71);
+  Workspace ws(*e);
+  for (const std::vector<int32_t>& q : {prompt(1, V, 72, -1), prompt(17, V, 73, -1)}) {
+    auto s = e->new_sequence(cold_opts("int8", KVType::F32));
+    prefill(*e, *s, doc, "adakv:budget=40,window=8,sinks=4", false, ws);
+    const KVCache before = s->kv_cache().clone();
+    prefill(*e, *s, q, "none", true, ws);
+    EXPECT_EQ(s->stats().reselect_window, std::min<int>(8, static_cast<int>(q.size())));
+    bool unequal_shares = false;
+    for (int il = 0; il < e->info().n_layer; ++il)
+      for (size_t h = 0; h < before.layer(il).heads.size(); ++h) {
+        const auto& hb = before.layer(il).heads[h];
+        const auto& ha = s->kv_cache().layer(il).heads[h];
+        ASSERT_EQ(ha.size(), hb.size() + static_cast<int64_t>(q.size())) << "layer " << il << " head " << h;
+        unequal_shares = unequal_shares || hb.size() != before.layer(il).heads[0].size();
+        for (int32_t p = 0; p < 4; ++p) EXPECT_EQ(ha.positions()[static_cast<size_t>(p)], p) << "sink " << p;
+      }
+    EXPECT_TRUE(unequal_shares) << "adakv should give heads different budgets here";
+  }
 }
 
 TEST(Reselect, MisuseIsAClearError) {
@@ -229,7 +294,8 @@ TEST(Reselect, MisuseIsAClearError) {
   EXPECT_EQ(cold->n_past(), 200) << "a refused prefill changes nothing";
   EXPECT_THROW(parse_cold_tier("int4"), Error);
   EXPECT_THROW(parse_cold_tier("disk:"), Error);
-  // A cold directory that does not exist fails at the first compressed layer, naming it.
+  // A cold directory that does not exist fails before anything changes, naming it: in a
+  // compressing prefill, and in compress() of a held prompt (which stays as it was).
   auto bad = e->new_sequence(cold_opts("disk:/nonexistent/snapkv-cold"));
   try {
     prefill(*e, *bad, doc, "snapkv:budget=40,window=8", false, ws);
@@ -237,6 +303,14 @@ TEST(Reselect, MisuseIsAClearError) {
   } catch (const Error& err) {
     EXPECT_NE(std::string(err.what()).find("/nonexistent/snapkv-cold"), std::string::npos) << err.what();
   }
+  EXPECT_EQ(bad->n_past(), 0);
+  PrefillOptions keep;
+  keep.retain_window = 8;
+  e->prefill(*bad, doc, keep, ws);
+  EXPECT_THROW(bad->compress(PressSpec::parse("snapkv:budget=40,window=8"), ws), Error);
+  EXPECT_EQ(bad->n_past(), 200);
+  EXPECT_FALSE(bad->stats().compressed);
+  EXPECT_EQ(bad->kv_cache().layer(0).heads[0].size(), 200) << "the prompt is still held whole";
 }
 
 }  // namespace
