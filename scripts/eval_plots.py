@@ -5,6 +5,7 @@ Usage: python3 scripts/eval_plots.py DIR
 
 Reads DIR/summary.json and DIR/samples.jsonl and writes, under DIR/plots/, PNG and SVG files:
   niah_grid__<press>__<protocol>   heatmap of the needle grid: depth x length, red to green
+  niah_grid__all__<protocol>       the heatmaps of every press side by side
   score__<task>                    score vs compression ratio, one line per press, a panel per
                                    protocol, the full cache as a dashed line
   fidelity__<length>               KL, top-1 agreement and perplexity delta vs budget (or ratio)
@@ -89,31 +90,56 @@ def niah_heatmaps(d, records, out):
         labels[k] = press_label(r)
         cells[k][(round(r["depth"] * 100), r["length"])].append(r["score"])
     protos = ["aware", "agnostic", "multi", "reselect"]
-    for k in sorted(cells, key=lambda k: (press_key(labels[k]), k[0],
-                                          protos.index(k[1]) if k[1] in protos else 9)):
-        c = cells[k]
-        depths = sorted({dd for dd, _ in c})
-        lengths = sorted({ll for _, ll in c})
-        grid = [[None] * len(lengths) for _ in depths]
-        for (dd, ll), v in c.items():
-            grid[depths.index(dd)][lengths.index(ll)] = sum(v) / len(v)
-        fig, ax = plt.subplots(figsize=(1.2 + 1.1 * len(lengths), 0.9 + 0.38 * len(depths)))
-        masked = [[float("nan") if x is None else 100 * x for x in row] for row in grid]
-        im = ax.imshow(masked, cmap="RdYlGn", vmin=0, vmax=100, aspect="auto", interpolation="nearest")
-        for i, row in enumerate(grid):
-            for j, x in enumerate(row):
-                if x is not None:
-                    ax.text(j, i, f"{100 * x:.0f}", ha="center", va="center", fontsize=8,
-                            color="black")
-        ax.set_xticks(range(len(lengths)), [str(ll) for ll in lengths])
-        ax.set_yticks(range(len(depths)), [f"{dd}%" for dd in depths])
-        ax.set_xlabel("length (tokens)")
-        ax.set_ylabel("needle depth")
-        n = max(len(v) for v in c.values())
-        ax.set_title(f"needle grid: {labels[k]}, {k[1]}\n(score %, {n} sample{'s' if n > 1 else ''} per cell)",
-                     fontsize=9)
+    keys = sorted(cells, key=lambda k: (press_key(labels[k]), k[0], protos.index(k[1]) if k[1] in protos else 9))
+    for k in keys:
+        fig, ax = plt.subplots(figsize=(1.2 + 1.1 * len({ll for _, ll in cells[k]}),
+                                        0.9 + 0.38 * len({dd for dd, _ in cells[k]})))
+        im = heatmap(ax, cells[k], f"needle grid: {labels[k]}, {k[1]}")
         fig.colorbar(im, ax=ax, fraction=0.05, pad=0.03, label="score (%)")
         save(fig, d, f"niah_grid__{slug(labels[k])}__{k[1]}", out)
+    # Every press of a protocol side by side, in one picture.
+    for proto in [p for p in protos if any(k[1] == p for k in keys)]:
+        ks = [k for k in keys if k[1] == proto]
+        if len(ks) < 2:
+            continue
+        cols = min(4, len(ks))
+        rows = (len(ks) + cols - 1) // cols
+        fig, axes = plt.subplots(rows, cols, figsize=(3.3 * cols, 2.7 * rows), squeeze=False, layout="constrained")
+        for i, (ax, k) in enumerate(zip(axes.flat, ks)):
+            im = heatmap(ax, cells[k], labels[k], small=True)
+            if i % cols:  # the depths once per row, the lengths once per column
+                ax.set_ylabel("")
+                ax.set_yticklabels([])
+            if i + cols < len(ks):
+                ax.set_xlabel("")
+        for ax in list(axes.flat)[len(ks):]:
+            ax.axis("off")
+        fig.colorbar(im, ax=axes, fraction=0.02, pad=0.01, label="score (%)")
+        fig.suptitle(f"needle grid, {proto}: score % by depth x length", fontsize=10)
+        save(fig, d, f"niah_grid__all__{proto}", out)
+
+
+def heatmap(ax, c, title, small=False):
+    """Draws one needle grid (depth, length) -> scores on ax, red to green; returns the image."""
+    depths = sorted({dd for dd, _ in c})
+    lengths = sorted({ll for _, ll in c})
+    grid = [[None] * len(lengths) for _ in depths]
+    for (dd, ll), v in c.items():
+        grid[depths.index(dd)][lengths.index(ll)] = sum(v) / len(v)
+    masked = [[float("nan") if x is None else 100 * x for x in row] for row in grid]
+    im = ax.imshow(masked, cmap="RdYlGn", vmin=0, vmax=100, aspect="auto", interpolation="nearest")
+    for i, row in enumerate(grid):
+        for j, x in enumerate(row):
+            if x is not None:
+                ax.text(j, i, f"{100 * x:.0f}", ha="center", va="center", fontsize=7 if small else 8, color="black")
+    ax.set_xticks(range(len(lengths)), [str(ll) for ll in lengths])
+    ax.set_yticks(range(len(depths)), [f"{dd}%" for dd in depths])
+    ax.set_xlabel("length (tokens)", fontsize=8 if small else 10)
+    ax.set_ylabel("needle depth", fontsize=8 if small else 10)
+    n = max(len(v) for v in c.values())
+    ax.set_title(title if small else f"{title}\n(score %, {n} sample{'s' if n > 1 else ''} per cell)",
+                 fontsize=8 if small else 9)
+    return im
 
 
 def x_of(row):
