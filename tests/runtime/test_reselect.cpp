@@ -278,6 +278,43 @@ TEST(Reselect, EachHeadKeepsItsShareAndItsSinks) {
   }
 }
 
+// Gemma 3 (5 of every 6 layers sliding-window, never compressed): only the full-attention layers
+// go cold and are re-selected; the sliding-window layers hold what they would without the tier.
+TEST(Reselect, GemmaOnlyTheFullAttentionLayersGoCold) {
+  auto e = rtest::gemma();
+  if (!e) GTEST_SKIP() << "Gemma 3 not in the model cache (scripts/get-model.sh)";
+  const ModelInfo& info = e->info();
+  const int64_t L = 700;
+  const auto doc = prompt(L, info.n_vocab, 81, 2);
+  const auto q = prompt(12, info.n_vocab, 82, -1);
+  Workspace ws(*e);
+  auto cold = e->new_sequence(cold_opts("int8"));
+  auto plain = e->new_sequence(cold_opts("int8"));
+  prefill(*e, *cold, doc, "snapkv:budget=128,window=16", false, ws);
+  prefill(*e, *plain, doc, "snapkv:budget=128,window=16", false, ws);
+  int n_full = 0;
+  for (int w : info.layer_window) n_full += w == 0 ? 1 : 0;
+  ASSERT_GT(n_full, 0);
+  ASSERT_LT(n_full, info.n_layer);
+  EXPECT_EQ(cold->stats().kv_cold_bytes, static_cast<size_t>(n_full) * static_cast<size_t>(info.n_head_kv) * 2 *
+                                             static_cast<size_t>(L) * cold_row_bytes(ColdFormat::Int8, info.head_dim));
+  prefill(*e, *cold, q, "none", true, ws);
+  PrefillOptions po;
+  e->prefill(*plain, q, po, ws);  // the same question without re-selection
+  EXPECT_EQ(cold->stats().n_reselections, 1);
+  for (int il = 0; il < info.n_layer; ++il) {
+    const auto& a = cold->kv_cache().layer(il).heads;
+    const auto& b = plain->kv_cache().layer(il).heads;
+    for (size_t h = 0; h < a.size(); ++h) {
+      ASSERT_EQ(a[h].size(), b[h].size()) << "layer " << il;  // same hot size, re-selected or not
+      if (info.layer_window[static_cast<size_t>(il)] > 0) {
+        EXPECT_TRUE(std::equal(a[h].positions().begin(), a[h].positions().end(), b[h].positions().begin()))
+            << "sliding-window layer " << il << " is untouched";
+      }
+    }
+  }
+}
+
 TEST(Reselect, MisuseIsAClearError) {
   auto e = rtest::stories();
   const int V = e->info().n_vocab;
