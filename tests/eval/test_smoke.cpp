@@ -100,8 +100,11 @@ TEST(EvalSmoke, RealModelEndToEnd) {
       EXPECT_NE(bytes.find("<svg"), std::string::npos) << e.path();
     }
   }
-  // 3 presses x 2 protocols heatmaps, 2 score plots (niah_single_2, niah_grid), 1 fidelity.
-  EXPECT_EQ(png, 9u);
+  // 3 presses x 2 protocols heatmaps, one picture per protocol with the 3 side by side, 2 score
+  // plots (niah_single_2, niah_grid), 1 fidelity.
+  EXPECT_EQ(png, 11u);
+  EXPECT_TRUE(fs::exists(out / "plots" / "niah_grid__all__aware.png"));
+  EXPECT_TRUE(fs::exists(out / "plots" / "niah_grid__all__agnostic.png"));
   EXPECT_EQ(svg, png);
   const std::string index = test::file_bytes(out / "index.html");
   EXPECT_NE(index.find("<img src='plots/"), std::string::npos);
