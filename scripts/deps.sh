@@ -5,7 +5,7 @@
 set -euo pipefail
 PKGS=(build-essential cmake ninja-build pkg-config git python3 python3-pip
       libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev
-      libpcre2-dev libcpp-httplib-dev libomp-dev clang libclang-rt-14-dev ccache
+      libpcre2-dev libssl-dev libcpp-httplib-dev libomp-dev clang libclang-rt-14-dev ccache
       nginx python3-matplotlib)
 missing=()
 for p in "${PKGS[@]}"; do

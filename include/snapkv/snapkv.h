@@ -22,6 +22,7 @@
 #include "snapkv/press_spec.h"
 #include "snapkv/sampling.h"
 #include "snapkv/sequence.h"
+#include "snapkv/session.h"
 #include "snapkv/stop_filter.h"
 #include "snapkv/tokenizer.h"
 #include "snapkv/workspace.h"

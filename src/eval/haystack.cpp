@@ -9,7 +9,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "eval/sha256.h"
+#include "core/sha256.h"
 #include "snapkv/error.h"
 
 namespace snapkv::eval {

@@ -14,7 +14,7 @@
 
 #include "eval/haystack.h"
 #include "eval/report.h"
-#include "eval/sha256.h"
+#include "core/sha256.h"
 #include "eval/tasks.h"
 #include "snapkv/snapkv.h"
 #include "snapkv_git_commit.h"  // generated at build time (cmake/git_commit.cmake)

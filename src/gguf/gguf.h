@@ -84,6 +84,8 @@ class GGUFFile {
   const std::string& path() const;
   uint32_t version() const;
   uint64_t file_size() const;
+  /// The whole file image (mapping or owned copy), file_size() bytes; valid while this object lives.
+  std::span<const uint8_t> bytes() const;
   uint64_t alignment() const;    ///< general.alignment or 32
   uint64_t data_offset() const;  ///< start of the tensor data section, in bytes
 

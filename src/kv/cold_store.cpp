@@ -152,10 +152,34 @@ void ColdStore::put_rows(int il, int64_t n, const float* k, const float* v) {
   });
 }
 
-void ColdStore::store(int il, int64_t n, const std::function<void(int, bool, int64_t, float*)>& row_of) {
+void ColdStore::check_new_layer(int il, int64_t n) const {
   if (il < 0 || il >= n_layer_) throw Error(fmt::format("cold store: layer {} outside [0, {})", il, n_layer_));
   if (layers_[static_cast<size_t>(il)]) throw Error(fmt::format("cold store: layer {} is already stored", il));
   if (n <= 0) throw Error(fmt::format("cold store: layer {} has no entries", il));
+}
+
+void ColdStore::put_encoded(int il, int64_t n, std::span<const unsigned char> bytes) {
+  check_new_layer(il, n);
+  const size_t want =
+      static_cast<size_t>(n_head_kv_) * 2 * static_cast<size_t>(n) * cold_row_bytes(opt_.format, head_dim_);
+  if (bytes.size() != want)
+    throw Error(
+        fmt::format("cold store: layer {} of {} rows needs {} encoded bytes, got {}", il, n, want, bytes.size()));
+  auto lr = std::make_unique<LayerRows>();
+  lr->n = n;
+  lr->bytes = want;
+  lr->heap.assign(bytes.begin(), bytes.end());
+  place(il, std::move(lr));
+}
+
+std::span<const unsigned char> ColdStore::encoded_layer(int il) const {
+  if (!has_layer(il)) return {};
+  const LayerRows& lr = *layers_[static_cast<size_t>(il)];
+  return {lr.data(), lr.bytes};
+}
+
+void ColdStore::store(int il, int64_t n, const std::function<void(int, bool, int64_t, float*)>& row_of) {
+  check_new_layer(il, n);
   const size_t rb = cold_row_bytes(opt_.format, head_dim_);
   auto lr = std::make_unique<LayerRows>();
   lr->n = n;
@@ -171,6 +195,10 @@ void ColdStore::store(int il, int64_t n, const std::function<void(int, bool, int
                                       static_cast<size_t>(i)) *
                                          rb);
       }
+  place(il, std::move(lr));
+}
+
+void ColdStore::place(int il, std::unique_ptr<LayerRows> lr) {
   if (fd_ >= 0) {
     // Each layer starts on a page boundary (mmap offsets must be page-aligned).
     const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));

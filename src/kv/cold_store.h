@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,14 @@ class ColdStore {
   /// (used by put_layer and by session files). Same errors.
   void put_rows(int il, int64_t n, const float* k, const float* v);
 
+  /// Stores layer il from its encoded bytes as encoded_layer() gave them (n rows per head and
+  /// kind, bytes.size() == n_head_kv x 2 x n x cold_row_bytes(format, head_dim)): used to restore
+  /// saved sessions without re-quantizing. Same errors as put_rows, and a size mismatch.
+  void put_encoded(int il, int64_t n, std::span<const unsigned char> bytes);
+  /// The encoded bytes of stored layer il: [n_head_kv][K rows, V rows][n_tokens(il)] rows of
+  /// cold_row_bytes() each (empty if the layer is not stored). Valid while the store lives.
+  std::span<const unsigned char> encoded_layer(int il) const;
+
   bool has_layer(int il) const;
   /// Positions stored for layer il (0 if none).
   int64_t n_tokens(int il) const;
@@ -83,6 +92,10 @@ class ColdStore {
   const unsigned char* row_ptr(const LayerRows& lr, int h, bool value, int64_t p) const;
   /// Encodes n rows per head (row_of(h, value, i, out[head_dim]) gives each as f32) as layer il.
   void store(int il, int64_t n, const std::function<void(int, bool, int64_t, float*)>& row_of);
+  /// Checks that layer il may be stored (in range, not yet stored, n >= 1).
+  void check_new_layer(int il, int64_t n) const;
+  /// Makes lr (encoded in its heap) layer il: in RAM as it is, or written to the file and mapped.
+  void place(int il, std::unique_ptr<LayerRows> lr);
 
   int n_layer_, n_head_kv_, head_dim_;
   ColdTierOptions opt_;

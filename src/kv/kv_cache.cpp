@@ -145,6 +145,21 @@ void KVHeadCache::keep(std::span<const int32_t> indices) {
   cap_ = m;
 }
 
+void KVHeadCache::assign(int64_t n, const int32_t* pos, const void* k, const void* v) {
+  if (n < 0) throw Error(fmt::format("KV cache: assign() of {} entries", n));
+  for (int64_t i = 0; i < n; ++i)
+    if (pos[i] < 0 || (i > 0 && pos[i] <= pos[i - 1]))
+      throw Error(fmt::format("KV cache: assign(): position {} at entry {} is negative or not ascending", pos[i], i));
+  clear();
+  if (n == 0) return;
+  reallocate(n);
+  const size_t rb = row_bytes();
+  std::memcpy(pos_, pos, static_cast<size_t>(n) * sizeof(int32_t));
+  std::memcpy(k_, k, static_cast<size_t>(n) * rb);
+  std::memcpy(v_, v, static_cast<size_t>(n) * rb);
+  n_ = n;
+}
+
 KVHeadCache KVHeadCache::clone() const {
   KVHeadCache c(type_, head_dim_);
   if (n_ > 0) {

@@ -63,6 +63,11 @@ class KVHeadCache {
   void drop_front(int64_t count);
   /// Removes every entry and frees the buffers.
   void clear();
+  /// Replaces the contents with `n` entries given as stored: positions pos[n] (strictly
+  /// ascending, >= 0), K and V rows in this cache's element type ([n x head_dim] each, raw bytes
+  /// as k_data()/v_data() give them). Used to restore saved sessions. Throws snapkv::Error,
+  /// changing nothing, for n < 0 or positions that are not strictly ascending and >= 0.
+  void assign(int64_t n, const int32_t* pos, const void* k, const void* v);
   /// A deep copy holding exactly size() entries (capacity == size()).
   KVHeadCache clone() const;
 

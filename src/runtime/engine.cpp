@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "core/sha256.h"
 #include "core/thread_context.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
@@ -57,6 +58,14 @@ Engine::~Engine() = default;
 const Tokenizer& Engine::tokenizer() const {
   if (!tokenizer_) throw Error(fmt::format("{}: the model has no tokenizer (tokenizer.ggml.model)", info_.path));
   return *tokenizer_;
+}
+
+const std::string& Engine::model_sha256() const {
+  std::call_once(sha256_once_, [this] {
+    const auto img = model_->gguf().bytes();
+    sha256_ = sha256_hex(std::string_view(reinterpret_cast<const char*>(img.data()), img.size()));
+  });
+  return sha256_;
 }
 
 ChatFormat Engine::chat_format() const { return detect_chat_format(model_->gguf()); }

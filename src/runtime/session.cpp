@@ -1,0 +1,379 @@
+// snapkv runtime: saved sessions (snapkv/session.h; docs/design.md, "Saved sessions").
+//
+// File layout (little-endian; version 1):
+//   "SNAPKVSS"                     8 bytes, magic
+//   u32 version, u32 0             format version, reserved
+//   u64 header_bytes               then the header: UTF-8 JSON (model identity, shapes, stats,
+//                                  per-head entry counts, cold layers, logits count, app data)
+//   payload                        per layer, per KV head: positions [n] i32, K [n x row], V
+//                                  [n x row] (the hot cache's element type, as stored); then per
+//                                  cold layer its encoded rows (ColdStore::encoded_layer); then
+//                                  the logits [n_vocab] f32 if any
+//   SHA-256 of all bytes above     32 bytes
+#include "snapkv/session.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "core/sha256.h"
+#include "runtime/sequence_state.h"
+#include "snapkv/engine.h"
+#include "snapkv/error.h"
+#include "snapkv/sequence.h"
+
+namespace snapkv {
+namespace {
+
+constexpr char kMagic[8] = {'S', 'N', 'A', 'P', 'K', 'V', 'S', 'S'};
+constexpr uint32_t kVersion = 1;
+constexpr size_t kPrefixBytes = 8 + 4 + 4 + 8;
+constexpr size_t kDigestBytes = 32;
+
+/// Writes a file through a temporary name in the same directory, hashing everything written.
+class SessionWriter {
+ public:
+  explicit SessionWriter(const std::string& path) : path_(path) {
+    const std::filesystem::path p(path);
+    const std::string dir = p.has_parent_path() ? p.parent_path().string() : std::string(".");
+    tmp_ = dir + "/." + p.filename().string() + ".tmp-XXXXXX";
+    fd_ = ::mkostemp(tmp_.data(), O_CLOEXEC);
+    if (fd_ < 0) throw Error(fmt::format("session file '{}': cannot create it: {}", path, std::strerror(errno)));
+  }
+  ~SessionWriter() {
+    if (fd_ >= 0) {
+      ::close(fd_);
+      ::unlink(tmp_.c_str());
+    }
+  }
+  SessionWriter(const SessionWriter&) = delete;
+  SessionWriter& operator=(const SessionWriter&) = delete;
+
+  void write(const void* data, size_t n) {
+    hash_.update(data, n);
+    raw(data, n);
+  }
+  /// Appends the checksum, flushes, and renames the file over the destination.
+  void commit() {
+    const auto d = hash_.digest();
+    raw(d.data(), d.size());
+    if (::fsync(fd_) != 0) fail("cannot flush it");
+    if (::close(fd_) != 0) {
+      fd_ = -1;
+      ::unlink(tmp_.c_str());
+      fail("cannot close it");
+    }
+    fd_ = -1;
+    if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
+      const int e = errno;
+      ::unlink(tmp_.c_str());
+      throw Error(
+          fmt::format("session file '{}': cannot rename the written file over it: {}", path_, std::strerror(e)));
+    }
+  }
+
+ private:
+  [[noreturn]] void fail(const char* what) const {
+    throw Error(fmt::format("session file '{}': {}: {}", path_, what, std::strerror(errno)));
+  }
+  void raw(const void* data, size_t n) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    while (n > 0) {
+      const ssize_t w = ::write(fd_, p, n);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        if (w == 0) errno = ENOSPC;
+        fail("cannot write it");
+      }
+      p += w;
+      n -= static_cast<size_t>(w);
+    }
+  }
+
+  std::string path_, tmp_;
+  int fd_ = -1;
+  Sha256 hash_;
+};
+
+/// A read-only mapping of a session file and a bounds-checked cursor over its payload.
+class SessionReader {
+ public:
+  explicit SessionReader(const std::string& path) : path_(path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw Error(fmt::format("session file '{}': cannot open it: {}", path, std::strerror(errno)));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd);
+      throw Error(fmt::format("session file '{}': not a regular file", path));
+    }
+    size_ = static_cast<size_t>(st.st_size);
+    if (size_ < kPrefixBytes + kDigestBytes) {
+      ::close(fd);
+      throw Error(fmt::format("session file '{}': {} bytes, too short for a snapkv session", path, size_));
+    }
+    void* m = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    ::close(fd);
+    if (m == MAP_FAILED) throw Error(fmt::format("session file '{}': cannot map it: {}", path, std::strerror(errno)));
+    base_ = static_cast<const unsigned char*>(m);
+  }
+  ~SessionReader() {
+    if (base_) ::munmap(const_cast<unsigned char*>(base_), size_);
+  }
+  SessionReader(const SessionReader&) = delete;
+  SessionReader& operator=(const SessionReader&) = delete;
+
+  size_t size() const { return size_; }
+  const unsigned char* at(size_t off) const { return base_ + off; }
+  [[noreturn]] void damaged(const std::string& why) const {
+    throw Error(fmt::format("session file '{}' is damaged: {}", path_, why));
+  }
+  /// The next n bytes of the payload (before the checksum); throws if the file ends first.
+  const unsigned char* take(size_t n, const char* what) {
+    if (n > size_ - kDigestBytes - pos_)
+      damaged(
+          fmt::format("{} needs {} bytes at offset {}, the payload ends at {}", what, n, pos_, size_ - kDigestBytes));
+    const unsigned char* p = base_ + pos_;
+    pos_ += n;
+    return p;
+  }
+  void seek(size_t off) { pos_ = off; }
+  size_t pos() const { return pos_; }
+
+ private:
+  std::string path_;
+  const unsigned char* base_ = nullptr;
+  size_t size_ = 0;
+  size_t pos_ = 0;
+};
+
+nlohmann::json stats_json(const SequenceStats& s) {
+  return {{"prefill_ms", s.prefill_ms},
+          {"compression_ms", s.compression_ms},
+          {"peak_kv_cache_bytes", s.peak_kv_cache_bytes},
+          {"press", s.press},
+          {"compressed", s.compressed},
+          {"budget", s.budget},
+          {"compression_note", s.compression_note},
+          {"n_prompt_tokens", s.n_prompt_tokens},
+          {"window", s.window},
+          {"n_reselections", s.n_reselections},
+          {"reselect_ms", s.reselect_ms},
+          {"reselect_window", s.reselect_window}};
+}
+
+void stats_from_json(const nlohmann::json& j, SequenceStats& s) {
+  s.prefill_ms = j.at("prefill_ms").get<double>();
+  s.compression_ms = j.at("compression_ms").get<double>();
+  s.peak_kv_cache_bytes = j.at("peak_kv_cache_bytes").get<size_t>();
+  s.press = j.at("press").get<std::string>();
+  s.compressed = j.at("compressed").get<bool>();
+  s.budget = j.at("budget").get<int64_t>();
+  s.compression_note = j.at("compression_note").get<std::string>();
+  s.n_prompt_tokens = j.at("n_prompt_tokens").get<int64_t>();
+  s.window = j.at("window").get<int>();
+  s.n_reselections = j.at("n_reselections").get<int>();
+  s.reselect_ms = j.at("reselect_ms").get<double>();
+  s.reselect_window = j.at("reselect_window").get<int>();
+}
+
+const char* kv_type_tag(KVType t) { return t == KVType::F16 ? "f16" : "f32"; }
+
+}  // namespace
+
+void save_session(const Engine& engine, const Sequence& seq, const std::string& path, std::string_view app_data) {
+  const Sequence::State& st = seq.state();
+  if (st.job) throw Error("save_session: the sequence has a pending prefill");
+  if (st.model.get() != &engine.model()) throw Error("save_session: the sequence belongs to another engine's model");
+  const ModelInfo& mi = engine.info();
+  const KVCache& cache = st.cache;
+
+  nlohmann::json heads = nlohmann::json::array();
+  for (int il = 0; il < cache.n_layer(); ++il) {
+    nlohmann::json row = nlohmann::json::array();
+    for (const KVHeadCache& h : cache.layer(il).heads) row.push_back(h.size());
+    heads.push_back(std::move(row));
+  }
+  nlohmann::json cold = nullptr;
+  if (st.cold) {
+    nlohmann::json layers = nlohmann::json::array();
+    for (int il = 0; il < st.cold->n_layer(); ++il)
+      if (st.cold->has_layer(il)) layers.push_back({il, st.cold->n_tokens(il)});
+    cold = {{"format", st.cold->format() == ColdFormat::F16 ? "f16" : "int8"}, {"layers", layers}};
+  }
+  const nlohmann::json header = {
+      {"format", "snapkv-session"},
+      {"model",
+       {{"sha256", engine.model_sha256()},
+        {"arch", mi.arch},
+        {"name", mi.name},
+        {"n_layer", mi.n_layer},
+        {"n_head_kv", mi.n_head_kv},
+        {"head_dim", mi.head_dim},
+        {"n_vocab", mi.n_vocab},
+        {"layer_window", mi.layer_window}}},
+      {"kv_type", kv_type_tag(st.opt.kv_type)},
+      {"n_ctx", st.n_ctx},
+      {"n_past", st.n_past},
+      {"compressed_once", st.compressed_once},
+      {"stats", stats_json(st.stats)},
+      {"heads", heads},
+      {"cold", cold},
+      {"n_logits", st.last_logits.size()},
+      {"app_data", nlohmann::json::binary_t(std::vector<uint8_t>(app_data.begin(), app_data.end()))}};
+  const std::vector<uint8_t> hb = nlohmann::json::to_cbor(header);
+
+  SessionWriter w(path);
+  w.write(kMagic, sizeof(kMagic));
+  const uint32_t ver[2] = {kVersion, 0};
+  w.write(ver, sizeof(ver));
+  const uint64_t hn = hb.size();
+  w.write(&hn, sizeof(hn));
+  w.write(hb.data(), hb.size());
+  const size_t rb = static_cast<size_t>(mi.head_dim) * kv_type_size(st.opt.kv_type);
+  for (int il = 0; il < cache.n_layer(); ++il)
+    for (const KVHeadCache& h : cache.layer(il).heads) {
+      const auto n = static_cast<size_t>(h.size());
+      w.write(h.pos_data(), n * sizeof(int32_t));
+      w.write(h.k_data(), n * rb);
+      w.write(h.v_data(), n * rb);
+    }
+  if (st.cold)
+    for (int il = 0; il < st.cold->n_layer(); ++il)
+      if (st.cold->has_layer(il)) {
+        const auto b = st.cold->encoded_layer(il);
+        w.write(b.data(), b.size());
+      }
+  w.write(st.last_logits.data(), st.last_logits.size() * sizeof(float));
+  w.commit();
+}
+
+LoadedSession load_session(const Engine& engine, const std::string& path, const SessionLoadOptions& opt) {
+  SessionReader r(path);
+  if (std::memcmp(r.at(0), kMagic, sizeof(kMagic)) != 0)
+    throw Error(fmt::format("session file '{}': not a snapkv session (bad magic)", path));
+  uint32_t ver = 0;
+  std::memcpy(&ver, r.at(8), sizeof(ver));
+  if (ver != kVersion)
+    throw Error(fmt::format("session file '{}': format version {}, this build reads version {}", path, ver, kVersion));
+  {
+    Sha256 h;
+    h.update(r.at(0), r.size() - kDigestBytes);
+    const auto d = h.digest();
+    if (std::memcmp(d.data(), r.at(r.size() - kDigestBytes), kDigestBytes) != 0)
+      r.damaged("checksum mismatch (the file was changed or cut short)");
+  }
+  uint64_t hn = 0;
+  std::memcpy(&hn, r.at(16), sizeof(hn));
+  r.seek(kPrefixBytes);
+  const unsigned char* hp = r.take(static_cast<size_t>(hn), "the header");
+  nlohmann::json hd;
+  try {
+    hd = nlohmann::json::from_cbor(hp, hp + hn);
+  } catch (const std::exception& e) {
+    r.damaged(fmt::format("unreadable header: {}", e.what()));
+  }
+
+  const ModelInfo& mi = engine.info();
+  try {
+    if (hd.at("format") != "snapkv-session") r.damaged("header format is not snapkv-session");
+    const auto& m = hd.at("model");
+    const std::string sha = m.at("sha256").get<std::string>();
+    if (sha != engine.model_sha256())
+      throw Error(
+          fmt::format("session file '{}' was saved with another model ({} '{}', sha256 {}); this engine has "
+                      "{} '{}', sha256 {}",
+                      path, m.at("arch").get<std::string>(), m.at("name").get<std::string>(), sha, mi.arch, mi.name,
+                      engine.model_sha256()));
+    if (m.at("n_layer") != mi.n_layer || m.at("n_head_kv") != mi.n_head_kv || m.at("head_dim") != mi.head_dim ||
+        m.at("n_vocab") != mi.n_vocab || m.at("layer_window").get<std::vector<int>>() != mi.layer_window)
+      r.damaged("the model shapes in the header differ from the model's");
+
+    const std::string kvt = hd.at("kv_type").get<std::string>();
+    if (kvt != "f16" && kvt != "f32") r.damaged(fmt::format("KV type '{}'", kvt));
+    SequenceOptions so;
+    so.kv_type = kvt == "f16" ? KVType::F16 : KVType::F32;
+    const int64_t n_past = hd.at("n_past").get<int64_t>();
+    const int64_t saved_ctx = hd.at("n_ctx").get<int64_t>();
+    if (n_past < 0 || saved_ctx < 1 || n_past > saved_ctx) r.damaged("positions held outside the context");
+    if (opt.n_ctx < 0 || (opt.n_ctx > 0 && opt.n_ctx < n_past))
+      throw Error(
+          fmt::format("load_session: context of {} tokens cannot hold the session's {} positions", opt.n_ctx, n_past));
+    so.n_ctx = opt.n_ctx > 0 ? opt.n_ctx : saved_ctx;
+    const auto& cold = hd.at("cold");
+    if (!cold.is_null()) {
+      so.cold_tier.enabled = true;
+      const std::string f = cold.at("format").get<std::string>();
+      if (f != "int8" && f != "f16") r.damaged(fmt::format("cold format '{}'", f));
+      so.cold_tier.format = f == "f16" ? ColdFormat::F16 : ColdFormat::Int8;
+      so.cold_tier.dir = opt.cold_dir;
+    }
+    std::unique_ptr<Sequence> seq = engine.new_sequence(so);
+    Sequence::State& st = seq->state();
+    st.n_past = n_past;
+    st.compressed_once = hd.at("compressed_once").get<bool>();
+    stats_from_json(hd.at("stats"), st.stats);
+
+    const auto& heads = hd.at("heads");
+    if (!heads.is_array() || static_cast<int>(heads.size()) != mi.n_layer) r.damaged("per-layer entry counts");
+    const size_t rb = static_cast<size_t>(mi.head_dim) * kv_type_size(so.kv_type);
+    std::vector<int32_t> pos;
+    for (int il = 0; il < mi.n_layer; ++il) {
+      const auto& row = heads.at(static_cast<size_t>(il));
+      if (!row.is_array() || static_cast<int>(row.size()) != mi.n_head_kv) r.damaged("per-head entry counts");
+      for (int h = 0; h < mi.n_head_kv; ++h) {
+        const int64_t n = row.at(static_cast<size_t>(h)).get<int64_t>();
+        if (n < 0 || n > n_past)
+          r.damaged(fmt::format("layer {} head {} holds {} entries of {} positions", il, h, n, n_past));
+        const auto un = static_cast<size_t>(n);
+        pos.resize(un);
+        std::memcpy(pos.data(), r.take(un * sizeof(int32_t), "positions"), un * sizeof(int32_t));
+        if (n > 0 && pos.back() >= n_past) r.damaged(fmt::format("layer {} head {}: a position >= {}", il, h, n_past));
+        const unsigned char* k = r.take(un * rb, "K rows");
+        const unsigned char* v = r.take(un * rb, "V rows");
+        try {
+          st.cache.layer(il).heads[static_cast<size_t>(h)].assign(n, pos.data(), k, v);
+        } catch (const Error& e) {
+          r.damaged(fmt::format("layer {} head {}: {}", il, h, e.what()));
+        }
+      }
+    }
+    if (!cold.is_null()) {
+      st.cold = std::make_shared<ColdStore>(mi.n_layer, mi.n_head_kv, mi.head_dim, so.cold_tier);
+      const size_t crb = cold_row_bytes(so.cold_tier.format, mi.head_dim);
+      for (const auto& l : cold.at("layers")) {
+        const int il = l.at(0).get<int>();
+        const int64_t n = l.at(1).get<int64_t>();
+        if (il < 0 || il >= mi.n_layer || mi.layer_window[static_cast<size_t>(il)] > 0 || n < 1 || n > n_past)
+          r.damaged(fmt::format("cold layer {} of {} rows", il, n));
+        const size_t bytes = static_cast<size_t>(mi.n_head_kv) * 2 * static_cast<size_t>(n) * crb;
+        const unsigned char* p = r.take(bytes, "cold rows");
+        try {
+          st.cold->put_encoded(il, n, {p, bytes});
+        } catch (const Error& e) {
+          r.damaged(e.what());
+        }
+      }
+    }
+    const auto n_logits = hd.at("n_logits").get<size_t>();
+    if (n_logits != 0 && n_logits != static_cast<size_t>(mi.n_vocab)) r.damaged("logits count");
+    st.last_logits.resize(n_logits);
+    std::memcpy(st.last_logits.data(), r.take(n_logits * sizeof(float), "logits"), n_logits * sizeof(float));
+    if (r.pos() != r.size() - kDigestBytes)
+      r.damaged(fmt::format("{} bytes after the payload", r.size() - kDigestBytes - r.pos()));
+    st.update_stats();
+    const auto& ad = hd.at("app_data").get_binary();
+    return {std::move(seq), std::string(ad.begin(), ad.end())};
+  } catch (const nlohmann::json::exception& e) {
+    r.damaged(fmt::format("header: {}", e.what()));
+  }
+}
+
+}  // namespace snapkv

@@ -1,0 +1,256 @@
+// Saved sessions (issue 10, snapkv/session.h): a compressed document written to a file and
+// restored answers follow-up questions exactly as the sequence that was saved — same cache bits,
+// same cold rows, same logits, same greedy tokens — from RAM or a disk cold tier; a damaged file,
+// a file of another model, a file that is not a session and misuse are clear errors; a failed
+// save keeps the file that was there.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "runtime/runtime_util.h"
+#include "runtime/sequence_state.h"
+#include "snapkv/error.h"
+#include "support/synthetic_model.h"
+
+namespace snapkv {
+namespace {
+
+using rtest::prompt;
+namespace fs = std::filesystem;
+
+/// A fresh directory under the system temp dir, removed at the end of the test.
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    path = fs::temp_directory_path() / ("snapkv_session_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+std::string read_all(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+void write_all(const fs::path& p, const std::string& s) {
+  std::ofstream f(p, std::ios::binary | std::ios::trunc);
+  f.write(s.data(), static_cast<std::streamsize>(s.size()));
+}
+
+/// Prefills `q` after what `s` holds (re-selecting if asked) and decodes `steps` greedy tokens:
+/// every step's logits.
+std::vector<std::vector<float>> answer(const Engine& e, Sequence& s, const std::vector<int32_t>& q, bool reselect,
+                                       int steps, Workspace& ws) {
+  PrefillOptions po;
+  po.reselect = reselect;
+  auto l = e.prefill(s, q, po, ws);
+  std::vector<std::vector<float>> out{{l.begin(), l.end()}};
+  for (int i = 0; i < steps; ++i) {
+    const auto& last = out.back();
+    const auto tok = static_cast<int32_t>(std::max_element(last.begin(), last.end()) - last.begin());
+    Batch b;
+    b.add(s, tok);
+    e.step(b, ws);
+    const auto lg = b.logits(0);
+    out.emplace_back(lg.begin(), lg.end());
+  }
+  return out;
+}
+
+/// A document of 300 tokens compressed to 64 per head with an int8 (or f16) cold tier.
+std::unique_ptr<Sequence> compressed_document(const Engine& e, const std::string& tier, Workspace& ws) {
+  SequenceOptions so;
+  so.kv_type = KVType::F16;
+  so.cold_tier = parse_cold_tier(tier);
+  auto s = e.new_sequence(so);
+  PrefillOptions po;
+  po.press = PressSpec::parse("snapkv:budget=64,window=16");
+  e.prefill(*s, prompt(300, e.info().n_vocab, 21), po, ws);
+  return s;
+}
+
+void expect_same_sequence(const Sequence& a, const Sequence& b) {
+  rtest::expect_same_cache(a.kv_cache(), b.kv_cache(), "saved vs loaded");
+  EXPECT_EQ(a.n_past(), b.n_past());
+  EXPECT_EQ(a.n_ctx(), b.n_ctx());
+  EXPECT_EQ(a.kv_type(), b.kv_type());
+  EXPECT_EQ(a.stats().press, b.stats().press);
+  EXPECT_EQ(a.stats().compressed, b.stats().compressed);
+  EXPECT_EQ(a.stats().budget, b.stats().budget);
+  EXPECT_EQ(a.stats().window, b.stats().window);
+  EXPECT_EQ(a.stats().n_prompt_tokens, b.stats().n_prompt_tokens);
+  EXPECT_EQ(a.stats().kv_cache_bytes, b.stats().kv_cache_bytes);
+  EXPECT_EQ(a.stats().kv_cache_bytes_full, b.stats().kv_cache_bytes_full);
+  EXPECT_EQ(a.stats().kv_cold_bytes, b.stats().kv_cold_bytes);
+  const auto la = a.prefill_logits(), lb = b.prefill_logits();
+  EXPECT_TRUE(std::equal(la.begin(), la.end(), lb.begin(), lb.end())) << "prefill logits";
+  const auto& ca = a.state().cold;
+  const auto& cb = b.state().cold;
+  ASSERT_EQ(ca == nullptr, cb == nullptr);
+  if (!ca) return;
+  EXPECT_EQ(ca->format(), cb->format());
+  for (int il = 0; il < ca->n_layer(); ++il) {
+    const auto ea = ca->encoded_layer(il), eb = cb->encoded_layer(il);
+    EXPECT_TRUE(std::equal(ea.begin(), ea.end(), eb.begin(), eb.end())) << "cold layer " << il;
+  }
+}
+
+TEST(Session, LoadedSessionAnswersExactlyAsTheSavedSequence) {
+  auto e = rtest::stories();
+  Workspace ws(*e);
+  TempDir d;
+  for (const std::string tier : {"int8", "f16"}) {
+    SCOPED_TRACE(tier);
+    auto s = compressed_document(*e, tier, ws);
+    ASSERT_TRUE(s->stats().compressed);
+    ASSERT_GT(s->stats().kv_cold_bytes, 0u);
+    const auto file = d.path / ("doc-" + tier + ".snkv");
+    save_session(*e, *s, file.string(), "app bytes \x01\x02");
+    LoadedSession ls = load_session(*e, file.string());
+    EXPECT_EQ(ls.app_data, "app bytes \x01\x02");
+    expect_same_sequence(*s, *ls.sequence);
+    // Two follow-up questions, each re-selecting from the cold tier, on the saved sequence and on
+    // the restored one: the same logits at every step, bit for bit.
+    for (uint64_t qs : {31u, 32u}) {
+      auto a = s->fork();
+      auto b = ls.sequence->fork();
+      const auto q = prompt(12, e->info().n_vocab, qs, -1);
+      const auto ta = answer(*e, *a, q, true, 6, ws);
+      const auto tb = answer(*e, *b, q, true, 6, ws);
+      EXPECT_EQ(ta, tb) << "question seed " << qs;
+      EXPECT_EQ(a->stats().n_reselections, 1);
+      EXPECT_EQ(b->stats().n_reselections, 1);
+      rtest::expect_same_cache(a->kv_cache(), b->kv_cache(), "after the question");
+    }
+  }
+}
+
+TEST(Session, DiskColdTierAndAPlainDecodedSequenceRoundTrip) {
+  auto e = rtest::stories();
+  Workspace ws(*e);
+  TempDir d;
+  auto s = compressed_document(*e, "int8", ws);
+  const auto file = d.path / "doc.snkv";
+  save_session(*e, *s, file.string());
+  SessionLoadOptions lo;
+  lo.cold_dir = d.path.string();
+  lo.n_ctx = 1000;
+  LoadedSession ls = load_session(*e, file.string(), lo);
+  EXPECT_EQ(ls.sequence->n_ctx(), 1000);
+  EXPECT_EQ(ls.sequence->state().cold->ram_bytes(), 0u);  // the rows live in the file under cold_dir
+  EXPECT_EQ(ls.sequence->state().cold->bytes(), s->state().cold->bytes());
+  const auto q = prompt(10, e->info().n_vocab, 41, -1);
+  EXPECT_EQ(answer(*e, *s->fork(), q, true, 4, ws), answer(*e, *ls.sequence, q, true, 4, ws));
+
+  // No press, no cold tier, F32, a sequence that already decoded: the next tokens are the same.
+  SequenceOptions so;
+  so.kv_type = KVType::F32;
+  auto p = e->new_sequence(so);
+  answer(*e, *p, prompt(50, e->info().n_vocab, 42), false, 3, ws);
+  save_session(*e, *p, file.string());  // replaces the previous file
+  LoadedSession lp = load_session(*e, file.string());
+  EXPECT_TRUE(lp.app_data.empty());
+  EXPECT_EQ(lp.sequence->state().cold, nullptr);
+  expect_same_sequence(*p, *lp.sequence);
+  const auto q2 = prompt(5, e->info().n_vocab, 43, -1);
+  EXPECT_EQ(answer(*e, *p, q2, false, 3, ws), answer(*e, *lp.sequence, q2, false, 3, ws));
+}
+
+TEST(Session, DamagedForeignAndMissingFilesAreClearErrors) {
+  auto e = rtest::stories();
+  Workspace ws(*e);
+  TempDir d;
+  auto s = compressed_document(*e, "int8", ws);
+  const auto good = d.path / "good.snkv";
+  save_session(*e, *s, good.string());
+  const std::string bytes = read_all(good);
+  ASSERT_GT(bytes.size(), 1000u);
+  auto expect_error = [&](const std::string& body, const std::string& needle) {
+    const auto bad = d.path / "bad.snkv";
+    write_all(bad, body);
+    try {
+      load_session(*e, bad.string());
+      ADD_FAILURE() << "no error for " << needle;
+    } catch (const Error& err) {
+      EXPECT_NE(std::string(err.what()).find(needle), std::string::npos) << err.what();
+      EXPECT_NE(std::string(err.what()).find("bad.snkv"), std::string::npos) << err.what();
+    }
+  };
+  expect_error(bytes.substr(0, bytes.size() / 2), "damaged");  // cut short
+  expect_error(bytes.substr(0, 20), "too short");
+  expect_error("", "too short");
+  for (size_t at : {size_t{30}, bytes.size() / 2, bytes.size() - 40, bytes.size() - 1}) {
+    std::string flipped = bytes;
+    flipped[at] = static_cast<char>(flipped[at] ^ 0x10);
+    expect_error(flipped, "damaged");
+  }
+  std::string magic = bytes;
+  magic[0] = 'X';
+  expect_error(magic, "not a snapkv session");
+  std::string version = bytes;
+  version[8] = 7;
+  expect_error(version, "format version 7");
+  expect_error(bytes + "extra", "damaged");
+  EXPECT_THROW(load_session(*e, (d.path / "missing.snkv").string()), Error);
+  EXPECT_THROW(load_session(*e, d.path.string()), Error);  // a directory
+
+  // Another model: a synthetic llama of other weights.
+  SyntheticModelConfig cfg;
+  cfg.n_layer = 2;
+  cfg.n_embd = 64;
+  cfg.n_head = 2;
+  cfg.n_head_kv = 1;
+  cfg.head_dim = 32;
+  cfg.n_ff = 64;
+  cfg.n_vocab = 300;
+  cfg.n_ctx = 512;
+  const auto other_path = d.path / "other.gguf";
+  write_synthetic_model(cfg, other_path.string());
+  auto other = Engine::load(other_path.string());
+  try {
+    load_session(*other, good.string());
+    ADD_FAILURE() << "a session of another model loaded";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("another model"), std::string::npos) << err.what();
+  }
+  SessionLoadOptions lo;
+  lo.n_ctx = 10;  // fewer positions than the session holds
+  EXPECT_THROW(load_session(*e, good.string(), lo), Error);
+}
+
+TEST(Session, MisuseIsAClearErrorAndAFailedSaveKeepsTheOldFile) {
+  auto e = rtest::stories();
+  Workspace ws(*e);
+  TempDir d;
+  auto s = compressed_document(*e, "int8", ws);
+  const auto file = d.path / "keep.snkv";
+  save_session(*e, *s, file.string(), "first");
+  const std::string before = read_all(file);
+  // A sequence with a pending prefill is refused, and the saved file is untouched.
+  SequenceOptions so;
+  auto p = e->new_sequence(so);
+  p->begin_prefill(prompt(20, e->info().n_vocab, 5), PrefillOptions{});
+  EXPECT_THROW(save_session(*e, *p, file.string()), Error);
+  EXPECT_EQ(read_all(file), before);
+  // A sequence of another engine's model.
+  auto e2 = rtest::stories();
+  EXPECT_THROW(save_session(*e2, *s, file.string()), Error);
+  EXPECT_EQ(read_all(file), before);
+  // A directory that does not exist.
+  EXPECT_THROW(save_session(*e, *s, (d.path / "no" / "such" / "dir.snkv").string()), Error);
+  // No temporary file is left behind by any of these.
+  size_t n_files = 0;
+  for (const auto& it : fs::directory_iterator(d.path)) n_files += it.is_regular_file() ? 1 : 0;
+  EXPECT_EQ(n_files, 1u);
+  EXPECT_EQ(load_session(*e, file.string()).app_data, "first");
+}
+
+}  // namespace
+}  // namespace snapkv
