@@ -115,6 +115,8 @@ class Sequence {
   /// Most positions this sequence may hold.
   int64_t n_ctx() const;
   KVType kv_type() const;
+  /// The cold tier's settings (SequenceOptions::cold_tier; a restored session's: load_session).
+  const ColdTierOptions& cold_tier() const;
   const SequenceStats& stats() const;
   /// What each press call kept, in layer order (only with SequenceOptions::log_kept); each
   /// re-selection (PrefillOptions::reselect) appends its own records, layer by layer.

@@ -38,8 +38,10 @@ struct RunOptions {
   /// --question (repeatable): each asked after the context (-p/-f) was prefilled and compressed,
   /// each from the same compressed document (a fork of it).
   std::vector<std::string> questions;
-  std::string cold_tier;  ///< --cold-tier int8|f16|disk:DIR: questions re-select from it (issue 10)
-  std::string dump_kept;  ///< --dump-kept FILE
+  std::string cold_tier;     ///< --cold-tier int8|f16|disk:DIR: questions re-select from it (issue 10)
+  std::string save_session;  ///< --save-session FILE: write the prefilled, compressed context there (issue 10)
+  std::string load_session;  ///< --load-session FILE: the context comes from that file; only --question is asked
+  std::string dump_kept;     ///< --dump-kept FILE
 };
 
 int run_command(const RunOptions& opt);

@@ -93,6 +93,15 @@ void add_run_options(CLI::App& run, RunOptions& o) {
                  "keep every prompt entry of the compressed layers in a cold tier (int8, f16, or disk:DIR: int8 in "
                  "a file under DIR) and let each --question re-select the hot entries from it")
       ->check(non_empty("--cold-tier int8|f16|disk:DIR"));
+  run.add_option("--save-session", o.save_session,
+                 "write the prefilled, compressed context (hot KV cache, cold tier, press, model sha256) to FILE; "
+                 "with no --question, stop there")
+      ->check(non_empty("--save-session FILE"));
+  run.add_option("--load-session", o.load_session,
+                 "restore a context saved with --save-session (same model) instead of reading -p/-f, and answer "
+                 "the --question(s) from it; with --cold-tier disk:DIR the cold rows go to a file under DIR")
+      ->check(non_empty("--load-session FILE"))
+      ->excludes("--save-session");
   run.add_option("--dump-kept", o.dump_kept, "write the kept positions and scores per layer and KV head as JSON")
       ->check(non_empty("--dump-kept FILE"));
 }

@@ -15,6 +15,7 @@
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "core/sha256.h"
 #include "core/thread_context.h"
 #include "kv/presses/press.h"
 #include "runtime/press_plan.h"
@@ -29,10 +30,15 @@ struct PromptTokens {
   std::vector<int32_t> context;
   std::vector<std::vector<int32_t>> questions;  // --question each (empty: no second phase)
   int64_t question_span = 0;                    // the last tokens of `context` that are its question (0: unknown)
+  bool chat = false;                            // rendered with a chat template
+  std::string messages;                         // the conversation (JSON array) when `chat`
 };
 
 /// -f FILE -p TEXT: the file is the document and TEXT the question after it ("\n\n" between).
 constexpr std::string_view kDocumentQuestionSep = "\n\n";
+/// Splits a chat prompt saved with --save-session and no --question (the context does not depend
+/// on the question's text: build_prompt checks that for every --question).
+constexpr const char* kPlaceholderQuestion = "?";
 
 PromptTokens build_prompt(const RunOptions& o, const Engine& engine, bool want_span) {
   const Tokenizer& tok = engine.tokenizer();
@@ -52,7 +58,7 @@ PromptTokens build_prompt(const RunOptions& o, const Engine& engine, bool want_s
     }
   }
   if (!o.chat) {
-    PromptTokens p{tok.encode(text, true, false), {}, 0};
+    PromptTokens p{tok.encode(text, true, false), {}, 0, false, {}};
     for (const std::string& q : o.questions) p.questions.push_back(tok.encode("\n\n" + q, false, false));
     if (!o.questions.empty()) return p;
     if (question_at > 0) {
@@ -70,17 +76,24 @@ PromptTokens build_prompt(const RunOptions& o, const Engine& engine, bool want_s
   const ChatTemplate tmpl = load_chat_template(
       o.chat_flags, [&engine] { return engine.chat_template(); }, tok);
   const std::string msgs = build_messages(o.chat_flags, have_text ? &text : nullptr);
-  if (o.questions.empty() && want_span) {
+  if (o.questions.empty() && o.save_session.empty() && want_span) {
     // window=question: the question span is the last user turn (or, with -f and -p, the -p text);
     // the ids are those of the plain render.
     ChatTokens ct = tokenize_chat_prompt_question(tmpl, tok, o.chat_flags, msgs, have_text ? question_at : 0);
-    return {std::move(ct.ids), {}, ct.question_tokens};
+    return {std::move(ct.ids), {}, ct.question_tokens, true, msgs};
   }
-  if (o.questions.empty())
-    return {tokenize_chat(tok, render_chat_prompt(tmpl, o.chat_flags, msgs, "").context, true), {}, 0};
+  if (o.questions.empty() && o.save_session.empty())
+    return {tokenize_chat(tok, render_chat_prompt(tmpl, o.chat_flags, msgs, "").context, true), {}, 0, true, msgs};
   // Each question ends the same user turn; the context (everything before it) is the same text
-  // for every question, so it is prefilled once.
+  // for every question, so it is prefilled once. A session saved for later questions is split the
+  // same way (before a placeholder question).
   PromptTokens out;
+  out.chat = true;
+  out.messages = msgs;
+  if (o.questions.empty()) {
+    out.context = tokenize_chat(tok, render_chat_prompt(tmpl, o.chat_flags, msgs, kPlaceholderQuestion).context, true);
+    return out;
+  }
   for (size_t i = 0; i < o.questions.size(); ++i) {
     const ChatPrompt p = render_chat_prompt(tmpl, o.chat_flags, msgs, o.questions[i]);
     std::vector<int32_t> ctx = tokenize_chat(tok, p.context, true);
@@ -90,6 +103,54 @@ PromptTokens build_prompt(const RunOptions& o, const Engine& engine, bool want_s
       throw Error("the chat template renders the context differently for each --question; ask them one at a time");
     }
     out.questions.push_back(tokenize_chat(tok, p.question, false));
+  }
+  return out;
+}
+
+/// Hex SHA-256 of token ids (their bytes): the identity of a saved context.
+std::string ids_sha256(const std::vector<int32_t>& ids) {
+  return sha256_hex(std::string_view(reinterpret_cast<const char*>(ids.data()), ids.size() * sizeof(int32_t)));
+}
+
+/// What `snapkv run` keeps in a saved session's application data to ask questions later: how the
+/// context was rendered (plain text or the chat conversation) and its token ids' SHA-256.
+std::string session_app_data(const PromptTokens& p, const std::vector<int32_t>& context) {
+  nlohmann::json j = {{"kind", "snapkv run"},
+                      {"chat", p.chat},
+                      {"messages", p.messages},
+                      {"n_context_tokens", context.size()},
+                      {"context_sha256", ids_sha256(context)}};
+  return j.dump();
+}
+
+/// The --question token ids after a context restored with --load-session: plain text as
+/// build_prompt makes them; chat prompts rendered with the saved conversation, whose context must
+/// tokenize to the saved one (else the template differs: an error).
+std::vector<std::vector<int32_t>> session_questions(const RunOptions& o, const Engine& engine,
+                                                    const std::string& app_data, int64_t n_context_tokens) {
+  const nlohmann::json app = nlohmann::json::parse(app_data, nullptr, false);
+  if (app.is_discarded() || !app.is_object() || app.value("kind", "") != "snapkv run")
+    throw Error(
+        fmt::format("--load-session {}: not saved by snapkv run --save-session (no prompt record)", o.load_session));
+  const Tokenizer& tok = engine.tokenizer();
+  std::vector<std::vector<int32_t>> out;
+  if (!app.value("chat", false)) {
+    for (const std::string& q : o.questions) out.push_back(tok.encode("\n\n" + q, false, false));
+    return out;
+  }
+  const ChatTemplate tmpl = load_chat_template(
+      o.chat_flags, [&engine] { return engine.chat_template(); }, tok);
+  const std::string msgs = app.value("messages", "");
+  const std::string want = app.value("context_sha256", "");
+  for (const std::string& q : o.questions) {
+    const ChatPrompt p = render_chat_prompt(tmpl, o.chat_flags, msgs, q);
+    const std::vector<int32_t> ctx = tokenize_chat(tok, p.context, true);
+    if (static_cast<int64_t>(ctx.size()) != n_context_tokens || ids_sha256(ctx) != want)
+      throw Error(
+          fmt::format("--load-session {}: the chat template renders the saved conversation differently from "
+                      "when it was saved (give the same --chat-template)",
+                      o.load_session));
+    out.push_back(tokenize_chat(tok, p.question, false));
   }
   return out;
 }
@@ -195,11 +256,27 @@ int run_command(const RunOptions& opt) {
   }
   const KVType kv_type = parse_kv_type(o.kv_type);
   check_settings(o);
-  const ColdTierOptions cold_tier = o.cold_tier.empty() ? ColdTierOptions{} : parse_cold_tier(o.cold_tier);
-  if (cold_tier.enabled && o.questions.empty())
-    throw Error("--cold-tier serves follow-up questions: give one or more --question");
-  if (cold_tier.enabled && o.press.name == "none" && (o.press_spec.empty() || o.press_spec == "none"))
-    throw Error("--cold-tier keeps what a press evicts: give a press (--press snapkv ...)");
+  ColdTierOptions cold_tier = o.cold_tier.empty() ? ColdTierOptions{} : parse_cold_tier(o.cold_tier);
+  const bool loading = !o.load_session.empty();
+  if (loading) {
+    if (!o.prompt.empty() || !o.prompt_file.empty() || !o.chat_flags.messages_file.empty() ||
+        !o.chat_flags.system.empty())
+      throw Error(
+          "--load-session: the context comes from the session; give only --question (not -p, -f, --messages, "
+          "--system)");
+    if (o.questions.empty()) throw Error("--load-session answers questions about the saved context: give --question");
+    if (o.press.name != "none" || !o.press_spec.empty() || o.budget_set || o.ratio_set)
+      throw Error("--load-session: the press is the saved session's; drop --press / --press-spec / --budget / --ratio");
+    if (cold_tier.enabled && cold_tier.dir.empty())
+      throw Error(
+          "--load-session: the cold tier's format is the saved one; only --cold-tier disk:DIR (where its rows "
+          "go) may be given");
+  } else {
+    if (cold_tier.enabled && o.questions.empty() && o.save_session.empty())
+      throw Error("--cold-tier serves follow-up questions: give one or more --question (or --save-session)");
+    if (cold_tier.enabled && o.press.name == "none" && (o.press_spec.empty() || o.press_spec == "none"))
+      throw Error("--cold-tier keeps what a press evicts: give a press (--press snapkv ...)");
+  }
   auto dump_file = o.dump_kept.empty() ? std::unique_ptr<std::FILE, int (*)(std::FILE*)>(nullptr, &std::fclose)
                                        : open_dump_file(o.dump_kept);
 
@@ -208,10 +285,34 @@ int run_command(const RunOptions& opt) {
   eo.n_threads = o.threads;
   auto engine = Engine::load(model_path, eo);
 
-  const bool flags_mode = o.press_spec.empty();
-  const PressSpec press_spec = flags_mode ? to_spec(o.press) : PressSpec::parse(o.press_spec);
+  // A loaded session brings its context, press and cold tier; the questions are rendered as the
+  // saved prompt was.
+  std::unique_ptr<Sequence> loaded;
+  std::vector<std::vector<int32_t>> session_q;
+  double load_ms = 0;
+  if (loading) {
+    const auto t0 = std::chrono::steady_clock::now();
+    SessionLoadOptions lo;
+    lo.cold_dir = cold_tier.dir;
+    lo.n_ctx = o.n_ctx;
+    LoadedSession ls = load_session(*engine, o.load_session, lo);
+    load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    loaded = std::move(ls.sequence);
+    cold_tier = loaded->cold_tier();
+    session_q = session_questions(o, *engine, ls.app_data, loaded->n_past());
+  }
+  const bool flags_mode = o.press_spec.empty() && !loading;
+  const PressSpec press_spec = loading      ? PressSpec::parse(loaded->stats().press)
+                               : flags_mode ? to_spec(o.press)
+                                            : PressSpec::parse(o.press_spec);
   const auto press = make_press(press_spec);  // validates the spec
-  PromptTokens prompt = build_prompt(o, *engine, press->question_window());
+  PromptTokens prompt;
+  if (loading) {
+    prompt.context.assign(static_cast<size_t>(loaded->n_past()), 0);  // the ids are not saved, only counted
+    prompt.questions = std::move(session_q);
+  } else {
+    prompt = build_prompt(o, *engine, press->question_window());
+  }
   const std::vector<int32_t> ctx_tokens = std::move(prompt.context);
   const std::vector<std::vector<int32_t>> questions = std::move(prompt.questions);
   if (ctx_tokens.empty()) throw Error("the prompt tokenized to zero tokens");
@@ -225,7 +326,7 @@ int run_command(const RunOptions& opt) {
   if (flags_mode && o.press.name != "none") press_capacity(o.press, static_cast<int64_t>(ctx_tokens.size()));
 
   const int64_t n_ctx_train = engine->info().n_ctx_train;
-  const int64_t n_ctx = o.n_ctx > 0 ? o.n_ctx : n_ctx_train;
+  const int64_t n_ctx = loading ? loaded->n_ctx() : o.n_ctx > 0 ? o.n_ctx : n_ctx_train;
   if (static_cast<int64_t>(ctx_tokens.size() + longest_question) > n_ctx) {
     throw Error(fmt::format("prompt of {} tokens does not fit the context of {} tokens (-c)",
                             ctx_tokens.size() + longest_question, n_ctx));
@@ -235,7 +336,7 @@ int run_command(const RunOptions& opt) {
   so.kv_type = kv_type;
   so.log_kept = !o.dump_kept.empty();
   so.cold_tier = cold_tier;
-  auto seq = engine->new_sequence(so);
+  auto seq = loading ? std::move(loaded) : engine->new_sequence(so);
   Workspace ws(*engine);
   if (o.n_ctx > n_ctx_train) {
     fmt::print(stderr, "snapkv: warning: -c {} exceeds the model's training context of {} tokens\n", o.n_ctx,
@@ -263,17 +364,54 @@ int run_command(const RunOptions& opt) {
   }
   GenerateResult r;
   std::vector<Answer> answers;
-  if (questions.empty()) {
-    r = generate(*engine, *seq, ctx_tokens, {}, go, ws);
-    if (!o.json && r.stop_reason != StopReason::Cancelled) write_stdout("\n");
-  } else {
-    // The document once (compressed, its cold tier filled), then each question on a fork of it.
+  double doc_ms = load_ms;
+  if (!o.save_session.empty()) {
+    // The document once (compressed, its cold tier filled), saved before any question.
     const auto t0 = std::chrono::steady_clock::now();
     PrefillOptions po;
     po.press = press_spec;
     po.progress = go.on_prefill_progress;
     engine->prefill(*seq, ctx_tokens, po, ws);
-    const double doc_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    doc_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    save_session(*engine, *seq, o.save_session, session_app_data(prompt, ctx_tokens));
+    if (questions.empty()) {
+      if (o.json) {
+        const SequenceStats& ds = seq->stats();
+        write_stdout(nlohmann::json{{"model", model_path},
+                                    {"session", o.save_session},
+                                    {"n_context_tokens", ctx_tokens.size()},
+                                    {"prefill_ms", doc_ms},
+                                    {"press_spec", press->spec().to_string()},
+                                    {"compressed", ds.compressed},
+                                    {"compression_note", ds.compression_note},
+                                    {"kv_cache_bytes", ds.kv_cache_bytes},
+                                    {"kv_cache_bytes_full", ds.kv_cache_bytes_full},
+                                    {"cold_tier", cold_tier_name(cold_tier)},
+                                    {"kv_cold_bytes", ds.kv_cold_bytes},
+                                    {"session_bytes", std::filesystem::file_size(o.save_session)}}
+                         .dump() +
+                     "\n");
+      } else {
+        fmt::print(stderr, "snapkv: saved the context ({} tokens, {} KV bytes hot, {} cold) to {}\n", ctx_tokens.size(),
+                   seq->stats().kv_cache_bytes, seq->stats().kv_cold_bytes, o.save_session);
+      }
+      return 0;
+    }
+  }
+  if (questions.empty()) {
+    r = generate(*engine, *seq, ctx_tokens, {}, go, ws);
+    if (!o.json && r.stop_reason != StopReason::Cancelled) write_stdout("\n");
+  } else {
+    // The document once (compressed, its cold tier filled; or saved / loaded), then each question
+    // on a fork of it.
+    if (!loading && o.save_session.empty()) {
+      const auto t0 = std::chrono::steady_clock::now();
+      PrefillOptions po;
+      po.press = press_spec;
+      po.progress = go.on_prefill_progress;
+      engine->prefill(*seq, ctx_tokens, po, ws);
+      doc_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    }
     for (size_t i = 0; i < questions.size(); ++i) {
       auto f = seq->fork();
       Answer a{o.questions[i], generate_answer(*engine, *f, questions[i], go, ws), f->stats()};
@@ -353,6 +491,12 @@ int run_command(const RunOptions& opt) {
     j["seed"] = seed;
     j["cold_tier"] = cold_tier_name(cold_tier);
     j["kv_cold_bytes"] = seq->stats().kv_cold_bytes;
+    if (loading) {
+      j["session"] = o.load_session;
+      j["session_load_ms"] = load_ms;  // restore time (the model's sha256 on its first use included)
+    } else if (!o.save_session.empty()) {
+      j["session"] = o.save_session;
+    }
     if (!questions.empty()) {
       nlohmann::json arr = nlohmann::json::array();
       for (const Answer& a : answers)

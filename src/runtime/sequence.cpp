@@ -141,6 +141,7 @@ Sequence::~Sequence() = default;
 int64_t Sequence::n_past() const { return s_->n_past; }
 int64_t Sequence::n_ctx() const { return s_->n_ctx; }
 KVType Sequence::kv_type() const { return s_->opt.kv_type; }
+const ColdTierOptions& Sequence::cold_tier() const { return s_->opt.cold_tier; }
 const SequenceStats& Sequence::stats() const { return s_->stats; }
 const std::vector<KeptLayer>& Sequence::kept() const { return s_->kept; }
 bool Sequence::prefilling() const { return s_->job != nullptr; }

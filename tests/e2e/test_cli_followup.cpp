@@ -1,7 +1,11 @@
 // End to end (issue 10): several --question on one compressed document, with and without a cold
 // tier. Each question is answered from the same compressed document (a fork), so a question's
 // answer does not depend on the others; --cold-tier re-selects the hot entries per question.
+// --save-session / --load-session: a context saved by one process answers questions in another
+// exactly as one process answers them; on SmolLM2 (chat), a saved document with two numbers
+// answers both questions with re-selection, while plain SnapKV's one selection loses them.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -84,6 +88,93 @@ TEST(CliFollowUp, BadColdTierSettingsAreClearErrors) {
                "--question", "Why?", "--cold-tier", "disk:/nonexistent/dir"});
   EXPECT_EQ(r.rc, 1);
   EXPECT_NE(r.err.find("/nonexistent/dir"), std::string::npos) << r.err;
+}
+
+/// A path in the temp dir for this test's session file (removed by the caller).
+std::filesystem::path session_path(const std::string& name) {
+  return std::filesystem::temp_directory_path() / ("snapkv_cli_" + std::to_string(::getpid()) + "_" + name + ".snkv");
+}
+
+TEST(CliFollowUp, SavedSessionAnswersAsOneProcessDoes) {
+  const auto file = session_path("stories");
+  const json one =
+      run_json({"--question", "What did Lily kick?", "--question", "Who gave her a cookie?", "--cold-tier", "int8"});
+  const json saved = run_json({"--cold-tier", "int8", "--save-session", file.string()});
+  EXPECT_EQ(saved["session"], file.string());
+  EXPECT_TRUE(saved["compressed"].get<bool>());
+  EXPECT_GT(saved["kv_cold_bytes"].get<size_t>(), 0u);
+  EXPECT_EQ(saved["session_bytes"].get<size_t>(), std::filesystem::file_size(file));
+  const auto r =
+      run_cli({"run", "-m", stories(), "--load-session", file.string(), "--question", "What did Lily kick?",
+               "--question", "Who gave her a cookie?", "-n", "10", "--temp", "0", "--ignore-eos", "-t", "2", "--json"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const json loaded = json::parse(r.out);
+  ASSERT_EQ(loaded["answers"].size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(loaded["answers"][i]["generated_token_ids"], one["answers"][i]["generated_token_ids"]) << i;
+    EXPECT_EQ(loaded["answers"][i]["kv_cache_bytes"], one["answers"][i]["kv_cache_bytes"]) << i;
+  }
+  EXPECT_EQ(loaded["kv_cold_bytes"], one["kv_cold_bytes"]);
+  EXPECT_EQ(loaded["press_spec"], one["press_spec"]);
+  EXPECT_EQ(loaded["cold_tier"], "int8");
+  EXPECT_GT(loaded["session_load_ms"].get<double>(), 0.0);
+
+  // Misuse: a document or a press with --load-session, no question, another model's file, a
+  // damaged file.
+  auto err = [&](std::vector<std::string> args, const std::string& needle) {
+    const auto e = run_cli(args);
+    EXPECT_EQ(e.rc, 1) << needle;
+    EXPECT_NE(e.err.find(needle), std::string::npos) << e.err;
+  };
+  err({"run", "-m", stories(), "--load-session", file.string(), "-p", "x", "--question", "Q"}, "only --question");
+  err({"run", "-m", stories(), "--load-session", file.string(), "--press", "tova", "--question", "Q"},
+      "the press is the saved session's");
+  err({"run", "-m", stories(), "--load-session", file.string()}, "give --question");
+  err({"run", "-m", stories(), "--load-session", file.string(), "--cold-tier", "f16", "--question", "Q"}, "disk:DIR");
+  if (std::filesystem::exists(smollm2_path()))
+    err({"run", "-m", smollm2_path().string(), "--load-session", file.string(), "--question", "Q"}, "another model");
+  std::filesystem::resize_file(file, std::filesystem::file_size(file) - 7);
+  err({"run", "-m", stories(), "--load-session", file.string(), "--question", "Q"}, "damaged");
+  std::filesystem::remove(file);
+}
+
+TEST(CliFollowUp, SmolLM2SavedDocumentAnswersBothNumbersWithReselection) {
+  if (!std::filesystem::exists(smollm2_path()))
+    GTEST_SKIP() << "SmolLM2 model missing: run scripts/get-model.sh smollm2";
+  std::string doc;
+  for (int i = 0; i < 60; ++i) {
+    doc += "The grass is green. The sky is blue. The sun is yellow. Here we go. ";
+    if (i == 15) doc += "The special magic number for river is 4817265. ";
+    if (i == 45) doc += "The special magic number for mountain is 9034512. ";
+  }
+  const std::string q1 = "What is the special magic number for river?";
+  const std::string q2 = "What is the special magic number for mountain?";
+  const auto file = session_path("smollm2");
+  auto run = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"run", "-m",    smollm2_path().string(), "-n", "12", "--temp", "0", "-t",
+                                     "2",   "--json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const auto r = run_cli(args);
+    EXPECT_EQ(r.rc, 0) << r.err;
+    return r.rc == 0 ? json::parse(r.out) : json::object();
+  };
+  const std::vector<std::string> press = {"--press", "snapkv", "--budget", "128"};
+  auto with = [&](std::vector<std::string> a, const std::vector<std::string>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  };
+  run(with({"--chat", "-p", doc, "--cold-tier", "int8", "--save-session", file.string()}, press));
+  const json loaded = run({"--load-session", file.string(), "--question", q1, "--question", q2});
+  const json plain = run(with({"--chat", "-p", doc, "--question", q1, "--question", q2}, press));
+  ASSERT_EQ(loaded["answers"].size(), 2u);
+  ASSERT_EQ(plain["answers"].size(), 2u);
+  // 12 greedy tokens: "The special magic number for river is 4817" — the digits come one by one.
+  EXPECT_NE(loaded["answers"][0]["text"].get<std::string>().find("4817"), std::string::npos) << loaded["answers"][0];
+  EXPECT_NE(loaded["answers"][1]["text"].get<std::string>().find("9034"), std::string::npos) << loaded["answers"][1];
+  EXPECT_EQ(plain["answers"][0]["text"].get<std::string>().find("4817"), std::string::npos) << plain["answers"][0];
+  EXPECT_EQ(plain["answers"][1]["text"].get<std::string>().find("9034"), std::string::npos) << plain["answers"][1];
+  EXPECT_EQ(loaded["kv_cache_bytes"], plain["kv_cache_bytes"]);  // the same hot budget
+  std::filesystem::remove(file);
 }
 
 }  // namespace
