@@ -47,7 +47,8 @@ class Stats(ctypes.Structure):
                 ("kv_cache_bytes_full", ctypes.c_uint64), ("peak_kv_cache_bytes", ctypes.c_uint64),
                 ("compressed", ctypes.c_int32), ("budget", ctypes.c_int64), ("n_prompt_tokens", ctypes.c_int64),
                 ("prefill_ms", ctypes.c_double), ("compression_ms", ctypes.c_double),
-                ("press", ctypes.c_char_p), ("compression_note", ctypes.c_char_p), ("window", ctypes.c_int32)]
+                ("press", ctypes.c_char_p), ("compression_note", ctypes.c_char_p), ("window", ctypes.c_int32),
+                ("kv_cold_bytes", ctypes.c_uint64), ("n_reselections", ctypes.c_int32), ("reselect_ms", ctypes.c_double)]
 
 
 class GenerateParams(ctypes.Structure):
@@ -97,6 +98,10 @@ _SIGNATURES = {
     "snapkv_decode": (ctypes.c_int, [_P, ctypes.c_int32, ctypes.POINTER(_FLOATP)]),
     "snapkv_decode_batch": (ctypes.c_int, [ctypes.POINTER(_P), _I32P, ctypes.c_size_t, _FLOATP, ctypes.c_size_t]),
     "snapkv_sequence_stats": (ctypes.c_int, [_P, ctypes.POINTER(Stats)]),
+    "snapkv_sequence_new_cold": (ctypes.c_int, [_P, ctypes.c_int64, ctypes.c_int, ctypes.c_char_p, ctypes.POINTER(_P)]),
+    "snapkv_prefill_reselect": (ctypes.c_int, [_P, _I32P, ctypes.c_size_t, ctypes.POINTER(_FLOATP)]),
+    "snapkv_session_save": (ctypes.c_int, [_P, ctypes.c_char_p]),
+    "snapkv_session_load": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(_P)]),
     "snapkv_sampler_new": (ctypes.c_int, [ctypes.c_float, ctypes.c_int32, ctypes.c_float, ctypes.c_uint64,
                                           ctypes.POINTER(_P)]),
     "snapkv_sampler_free": (None, [_P]),
@@ -204,11 +209,24 @@ class Engine:
         _check(self.lib, self.lib.snapkv_token_is_eog(self._h, token, ctypes.byref(r)))
         return bool(r.value)
 
-    def new_sequence(self, n_ctx: int = 0, kv_type: str = "f16") -> "Sequence":
+    def new_sequence(self, n_ctx: int = 0, kv_type: str = "f16", cold_tier: Optional[str] = None) -> "Sequence":
+        """A new sequence; cold_tier ("int8", "f16" or "disk:DIR") keeps what a press evicts for follow-up
+        questions (Sequence.prefill_reselect)."""
         if kv_type not in KV_TYPES:
             raise ValueError(f"kv_type must be one of {sorted(KV_TYPES)}")
         h = _P()
-        _check(self.lib, self.lib.snapkv_sequence_new(self._h, n_ctx, KV_TYPES[kv_type], ctypes.byref(h)))
+        if cold_tier is None:
+            _check(self.lib, self.lib.snapkv_sequence_new(self._h, n_ctx, KV_TYPES[kv_type], ctypes.byref(h)))
+        else:
+            _check(self.lib, self.lib.snapkv_sequence_new_cold(self._h, n_ctx, KV_TYPES[kv_type], cold_tier.encode(),
+                                                               ctypes.byref(h)))
+        return Sequence(self, h)
+
+    def load_session(self, path: str, cold_dir: Optional[str] = None) -> "Sequence":
+        """Restores a sequence saved by Sequence.save_session with this model."""
+        h = _P()
+        _check(self.lib, self.lib.snapkv_session_load(self._h, path.encode(), cold_dir.encode() if cold_dir else None,
+                                                      ctypes.byref(h)))
         return Sequence(self, h)
 
     def decode_batch(self, seqs: Seq["Sequence"], tokens: Seq[int]) -> List[List[float]]:
@@ -251,6 +269,16 @@ class Sequence:
                                                           press.encode() if press else None, question_tokens,
                                                           ctypes.byref(out)))
         return self._logits(out)
+
+    def prefill_reselect(self, tokens: Seq[int]) -> List[float]:
+        """A follow-up question after a compressed prompt: re-selects the kept entries from the cold tier."""
+        out = _FLOATP()
+        _check(self.lib, self.lib.snapkv_prefill_reselect(self._h, _ids(tokens), len(tokens), ctypes.byref(out)))
+        return self._logits(out)
+
+    def save_session(self, path: str) -> None:
+        """Writes this sequence (KV cache, cold tier, press statistics) to `path` (Engine.load_session)."""
+        _check(self.lib, self.lib.snapkv_session_save(self._h, path.encode()))
 
     def decode(self, token: int) -> List[float]:
         out = _FLOATP()

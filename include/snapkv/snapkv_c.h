@@ -241,10 +241,43 @@ typedef struct snapkv_stats {
   const char* press;            /**< the press applied (canonical spec), "none" if none */
   const char* compression_note; /**< why a requested press did not compress, else "" */
   int32_t window;               /**< observation window W the press used (tokens); 0 if it did not compress */
+  uint64_t kv_cold_bytes;       /**< bytes of the cold tier (issue 10), 0 without; forks share it */
+  int32_t n_reselections;       /**< follow-up prefills that re-selected from the cold tier */
+  double reselect_ms;           /**< time in those re-selections */
 } snapkv_stats;
 
 /** Fills *out. Errors: SNAPKV_ERR_INVALID_ARGUMENT (NULL seq/out). */
 SNAPKV_API snapkv_status snapkv_sequence_stats(const snapkv_sequence* seq, snapkv_stats* out) SNAPKV_NOEXCEPT;
+
+/* ---- follow-up questions: cold tier, re-selection, saved sessions (issue 10) ---------------- */
+
+/** snapkv_sequence_new with a cold tier: when a press compresses the prompt, every prompt entry
+ *  of the compressed layers is kept in a cold store first, so that snapkv_prefill_reselect can
+ *  bring evicted entries back for a follow-up question. cold_tier: "int8" (per-row absmax,
+ *  head_dim + 4 bytes a row), "f16", or "disk:DIR" (int8 in a file under DIR, unlinked at
+ *  creation, memory-mapped). Its bytes are snapkv_stats.kv_cold_bytes.
+ *  Errors: SNAPKV_ERR_INVALID_ARGUMENT (as snapkv_sequence_new, NULL or unknown cold_tier, a
+ *  directory where no file can be created). */
+SNAPKV_API snapkv_status snapkv_sequence_new_cold(const snapkv_engine* engine, int64_t n_ctx, snapkv_kv_type kv_type,
+                                                  const char* cold_tier, snapkv_sequence** out) SNAPKV_NOEXCEPT;
+/** A follow-up question: prefills `tokens` after what `seq` holds (a prompt compressed with a
+ *  cold tier) and, at every compressed layer, re-selects the prompt entries the question's last
+ *  W queries attend to most (SnapKV's scoring; each KV head keeps as many as before); see
+ *  PrefillOptions::reselect in snapkv/sequence.h. A prompt that was not compressed is prefilled
+ *  plainly. *logits as for snapkv_prefill. Errors: as snapkv_prefill, and
+ *  SNAPKV_ERR_INVALID_ARGUMENT for a sequence without a cold tier. */
+SNAPKV_API snapkv_status snapkv_prefill_reselect(snapkv_sequence* seq, const int32_t* tokens, size_t n_tokens,
+                                                 const float** logits) SNAPKV_NOEXCEPT;
+/** Writes `seq` (its hot KV cache bit for bit, cold tier, press statistics, last logits, the
+ *  model's SHA-256; snapkv/session.h) to `path`, through a temporary file renamed over it.
+ *  Errors: SNAPKV_ERR_INVALID_ARGUMENT (NULL argument), SNAPKV_ERR_IO (cannot write). */
+SNAPKV_API snapkv_status snapkv_session_save(const snapkv_sequence* seq, const char* path) SNAPKV_NOEXCEPT;
+/** Restores a sequence saved by snapkv_session_save with the same model into *out. cold_dir:
+ *  NULL or "" keeps the cold tier in RAM, else a directory for its file.
+ *  Errors: SNAPKV_ERR_INVALID_ARGUMENT (NULL engine/path/out), SNAPKV_ERR_IO (missing, damaged
+ *  or foreign file: another model, not a session, another format version). */
+SNAPKV_API snapkv_status snapkv_session_load(const snapkv_engine* engine, const char* path, const char* cold_dir,
+                                             snapkv_sequence** out) SNAPKV_NOEXCEPT;
 
 /* ---- sampling ----------------------------------------------------------------------------- */
 

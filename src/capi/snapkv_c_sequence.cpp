@@ -7,8 +7,10 @@
 #include <string_view>
 
 #include "capi/capi_impl.h"
+#include "snapkv/cold_tier.h"
 #include "snapkv/generate.h"
 #include "snapkv/press_spec.h"
+#include "snapkv/session.h"
 
 using snapkv::capi::fail;
 using snapkv::capi::guarded;
@@ -63,6 +65,82 @@ snapkv_status snapkv_sequence_new(const snapkv_engine* engine, int64_t n_ctx, sn
     auto h = std::make_unique<snapkv_sequence>();
     h->core = engine->core;
     h->seq = engine->core->engine->new_sequence(o);
+    *out = h.release();
+    return SNAPKV_OK;
+  });
+}
+
+snapkv_status snapkv_sequence_new_cold(const snapkv_engine* engine, int64_t n_ctx, snapkv_kv_type kv_type,
+                                       const char* cold_tier, snapkv_sequence** out) noexcept {
+  static constexpr const char* fn = "snapkv_sequence_new_cold";
+  if (cold_tier == nullptr) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "cold_tier is NULL");
+  snapkv::ColdTierOptions ct;
+  const snapkv_status parsed = guarded(fn, SNAPKV_ERR_INVALID_ARGUMENT, [&] {
+    ct = snapkv::parse_cold_tier(cold_tier);
+    return SNAPKV_OK;
+  });
+  if (parsed != SNAPKV_OK) return parsed;
+  const snapkv_status st = snapkv_sequence_new(engine, n_ctx, kv_type, out);
+  if (st != SNAPKV_OK) return st;
+  return guarded(fn, SNAPKV_ERR_INVALID_ARGUMENT, [&] {
+    snapkv::SequenceOptions o;
+    o.n_ctx = n_ctx;
+    o.kv_type = (*out)->seq->kv_type();
+    o.cold_tier = ct;
+    try {
+      (*out)->seq = (*out)->core->engine->new_sequence(o);
+    } catch (...) {
+      snapkv::capi::destroy(*out);
+      *out = nullptr;
+      throw;
+    }
+    return SNAPKV_OK;
+  });
+}
+
+snapkv_status snapkv_prefill_reselect(snapkv_sequence* seq, const int32_t* tokens, size_t n_tokens,
+                                      const float** logits) noexcept {
+  static constexpr const char* fn = "snapkv_prefill_reselect";
+  if (!valid(seq)) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "seq is NULL or not a snapkv_sequence");
+  if (tokens == nullptr) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "tokens is NULL");
+  if (n_tokens == 0) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "no tokens (n_tokens is 0)");
+  snapkv::Sequence& s = *seq->seq;
+  if (n_tokens > static_cast<size_t>(s.n_ctx() - s.n_past()))
+    return fail(SNAPKV_ERR_CONTEXT_FULL, fn, context_message(s.n_past(), n_tokens, s.n_ctx()));
+  return guarded(fn, SNAPKV_ERR_INVALID_ARGUMENT, [&] {
+    snapkv::PrefillOptions po;
+    po.reselect = true;
+    snapkv::capi::WorkspaceLease ws(*seq->core);
+    const std::span<const float> l =
+        seq->core->engine->prefill(s, std::span<const int32_t>(tokens, n_tokens), po, ws.get());
+    if (logits != nullptr) *logits = l.data();
+    return SNAPKV_OK;
+  });
+}
+
+snapkv_status snapkv_session_save(const snapkv_sequence* seq, const char* path) noexcept {
+  static constexpr const char* fn = "snapkv_session_save";
+  if (!valid(seq)) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "seq is NULL or not a snapkv_sequence");
+  if (path == nullptr) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "path is NULL");
+  if (seq->seq->prefilling()) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "the sequence has a pending prefill");
+  return guarded(fn, SNAPKV_ERR_IO, [&] {
+    snapkv::save_session(*seq->core->engine, *seq->seq, path);
+    return SNAPKV_OK;
+  });
+}
+
+snapkv_status snapkv_session_load(const snapkv_engine* engine, const char* path, const char* cold_dir,
+                                  snapkv_sequence** out) noexcept {
+  static constexpr const char* fn = "snapkv_session_load";
+  if (!valid(engine)) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "engine is NULL or not a snapkv_engine");
+  if (path == nullptr) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "path is NULL");
+  if (out == nullptr) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "out is NULL");
+  return guarded(fn, SNAPKV_ERR_IO, [&] {
+    snapkv::SessionLoadOptions lo;
+    if (cold_dir != nullptr) lo.cold_dir = cold_dir;
+    auto h = std::make_unique<snapkv_sequence>();
+    h->core = engine->core;
+    h->seq = snapkv::load_session(*engine->core->engine, path, lo).sequence;
     *out = h.release();
     return SNAPKV_OK;
   });
@@ -202,6 +280,9 @@ snapkv_status snapkv_sequence_stats(const snapkv_sequence* seq, snapkv_stats* ou
   r.press = st.press.c_str();
   r.compression_note = st.compression_note.c_str();
   r.window = st.window;
+  r.kv_cold_bytes = st.kv_cold_bytes;
+  r.n_reselections = st.n_reselections;
+  r.reselect_ms = st.reselect_ms;
   *out = r;
   return SNAPKV_OK;
 }

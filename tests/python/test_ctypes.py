@@ -2,7 +2,8 @@
 """Smoke test of the C API through Python ctypes (examples/python/snapkv_ctypes.py): loads
 libsnapkv.so from the given path (the build tree or an install prefix), generates from
 stories260K and checks llama.cpp's greedy tokens, a manual prefill/decode loop, batched decode,
-statistics of a compressed prompt, streaming/cancel, and that errors raise SnapkvError.
+statistics of a compressed prompt, streaming/cancel, a follow-up question re-selected from a cold
+tier on a saved and reloaded session, and that errors raise SnapkvError.
 
     python3 tests/python/test_ctypes.py --lib PREFIX/lib/libsnapkv.so --model ../shared/models/stories260K.gguf
 
@@ -13,6 +14,7 @@ import argparse
 import os
 import re
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "examples", "python"))
@@ -138,6 +140,28 @@ def main() -> int:
             raise AssertionError("the callback's exception was lost")
         except KeyError:
             pass
+
+        # Follow-up questions (issue 10): a document compressed with a cold tier, saved and reloaded,
+        # answers a re-selecting question exactly as the original sequence.
+        doc_ids = eng.tokenize("Once upon a time, there was a little girl named Lily. She loved to play outside. " * 4)
+        question = eng.tokenize(" Who was Lily?", add_special=False)
+        doc = eng.new_sequence(cold_tier="int8")
+        doc.prefill(doc_ids, press="snapkv:budget=16,window=4")
+        dst = doc.stats()
+        assert dst["compressed"] and dst["kv_cold_bytes"] > 0, dst
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "doc.snkv")
+            doc.save_session(path)
+            again = eng.load_session(path)
+            assert again.stats()["kv_cold_bytes"] == dst["kv_cold_bytes"]
+            a1, a2 = doc.fork(), again.fork()
+            assert a1.prefill_reselect(question) == a2.prefill_reselect(question)
+            assert a1.stats()["n_reselections"] == 1 and a2.stats()["n_reselections"] == 1
+            with open(path, "r+b") as f:
+                f.seek(100)
+                f.write(b"\xff")
+            expect_error("io", eng.load_session, path)
+        expect_error("invalid_argument", eng.new_sequence, cold_tier="int4")
 
     print("test_ctypes: all checks passed")
     return 0
