@@ -37,7 +37,7 @@ if command -v clang++ >/dev/null; then
   # this build links Archer and the built-in suppressions (CMakeLists.txt, SNAPKV_TSAN). What runs:
   # the server's unit tests (the scheduler under concurrent clients among them), its process tests
   # that run requests at once (concurrency, admission, disconnect; not openai, whose SmolLM2 part
-  # is slow under TSan, nor hostile, whose RSS bound TSan's allocator breaks, nor concurrency16
+  # (and sessions: SmolLM2) is slow under TSan, nor hostile, whose RSS bound TSan's allocator breaks, nor concurrency16
   # (SmolLM2, minutes under TSan) and nginx (one request at a time per replica)), the runtime's
   # batching and multi-threaded tests except the two on Gemma 3 (minutes under TSan), and the C
   # API's GoogleTest suite (its engines share a workspace pool between threads; not the C example
@@ -49,7 +49,7 @@ if command -v clang++ >/dev/null; then
   cmake --build build-tsan -j"$jobs" --target test_server test_runtime test_capi snapkv_cli
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
     ctest --test-dir build-tsan --output-on-failure -j"$jobs" --timeout 900 -L 'server|runtime|capi' \
-    -E '^server_(openai|hostile|concurrency16|nginx)$|Gemma|^capi\.'
+    -E '^server_(openai|hostile|concurrency16|nginx|sessions)$|Gemma|^capi\.'
 fi
 
 if command -v clang++ >/dev/null; then

@@ -127,6 +127,25 @@ ChatTokens tokenize_chat_question(const Tokenizer& tok, const ChatTemplate& tmpl
 ChatTokens tokenize_chat_question(const Tokenizer& tok, const ChatTemplate& tmpl, std::span<const ChatMessage> messages,
                                   const ChatTemplateOptions& opt = {}, size_t question_at = 0);
 
+/// A chat prompt split for a follow-up question (issue 10): the question ("\n\n" + its text) is
+/// appended to the conversation's last message, which must be a user message with string
+/// content; `context` is the render up to the end of that message's own text, `question` the
+/// rest (the question, the end of the turn, the generation prompt). The context does not depend
+/// on the question, so one compressed context serves every question.
+struct ChatSplit {
+  RenderedChat context;
+  RenderedChat question;
+};
+/// Renders `messages_json` (as render_json) split for `question` (non-empty). Throws Error when
+/// the last message is not a user message with string content ("... needs the conversation to end
+/// with a user message ..."), when the template does not keep the user's text as given (the split
+/// point is not found exactly once), or as render_json().
+ChatSplit render_follow_up(const ChatTemplate& tmpl, std::string_view messages_json, const std::string& question,
+                           const ChatTemplateOptions& opt = {});
+/// The same for messages given as ChatMessage (the server's chat completions).
+ChatSplit render_follow_up(const ChatTemplate& tmpl, std::span<const ChatMessage> messages, const std::string& question,
+                           const ChatTemplateOptions& opt = {});
+
 /// Token ids of a rendered prompt: special-token texts are parsed only inside
 /// `r.template_spans`; with add_special, BOS is prepended as the tokenizer's metadata asks
 /// unless the prompt already starts with the BOS token (templates that write {{ bos_token }}),

@@ -28,10 +28,6 @@ std::string read_flag_file(const std::string& path, const char* flag) {
   }
 }
 
-// Marks where the question starts inside the last user turn; never produced by user text
-// (control characters U+001D around a name).
-const std::string kQuestionMarker = "\x1dsnapkv-question\x1d";
-
 constexpr int kMaxMessagesDepth = 128;     // as the renderer's limit on JSON values
 constexpr size_t kMaxMessagesKeys = 1000;  // as the renderer's limit on keys per JSON object
 
@@ -122,20 +118,15 @@ ChatPrompt render_chat_prompt(const ChatTemplate& tmpl, const ChatFlags& flags, 
   if (question.empty()) return {tmpl.render_json(messages_json, opt), {}};
   // Context and question share the last user turn; the prompt is split right after the
   // context so the turn markers stay where the template puts them.
-  auto msgs = nlohmann::ordered_json::parse(messages_json);
-  auto& last = msgs.back();
-  if (last["role"] != "user" || !last.contains("content") || !last["content"].is_string()) {
-    throw Error("--question needs the conversation to end with a user message with text content");
+  try {
+    ChatSplit sp = render_follow_up(tmpl, messages_json, question, opt);
+    return {std::move(sp.context), std::move(sp.question)};
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    if (what.rfind("a follow-up question needs", 0) == 0)
+      throw Error("--question needs the conversation to end with a user message with text content");
+    throw;
   }
-  last["content"] = last["content"].get<std::string>() + kQuestionMarker + "\n\n" + question;
-  const RenderedChat full = tmpl.render_json(msgs.dump(), opt);
-  const size_t at = full.text.find(kQuestionMarker);
-  if (at == std::string::npos || full.text.find(kQuestionMarker, at + 1) != std::string::npos) {
-    throw Error("the chat template does not keep the user's text as given, so --question cannot be placed in it");
-  }
-  RenderedChat context = full.slice(0, at);
-  RenderedChat rest = full.slice(at + kQuestionMarker.size(), full.text.size());
-  return {std::move(context), std::move(rest)};
 }
 
 ChatTokens tokenize_chat_prompt_question(const ChatTemplate& tmpl, const Tokenizer& tok, const ChatFlags& flags,

@@ -60,6 +60,8 @@ struct ServeOptions {
   int64_t n_ctx = 0;
   int n_predict = 512;  ///< max_tokens of a request that gives none
   std::string kv_memory_budget = "0";
+  std::string session_budget = "1GiB";     ///< --session-budget (issue 10)
+  std::string session_cold_tier = "int8";  ///< --session-cold-tier int8|f16|disk:DIR
   int64_t max_queue = 64;
   int64_t max_batch_rows = 512;
   int64_t max_running = 64;

@@ -187,6 +187,15 @@ void add_serve_options(CLI::App& s, snapkv::cli::ServeOptions& o) {
   s.add_option("--kv-memory-budget", o.kv_memory_budget,
                "KV cache bytes that admitted requests may hold at most (BYTES, or with KiB/MiB/GiB; 0: unlimited)")
       ->capture_default_str();
+  s.add_option("--session-budget", o.session_budget,
+               "bytes (hot KV + cold tier) the compressed contexts of requests naming a \"session\" may hold "
+               "together, least recently used dropped first (BYTES, or with KiB/MiB/GiB; 0: no sessions)")
+      ->capture_default_str();
+  s.add_option("--session-cold-tier", o.session_cold_tier,
+               "cold tier of a compressed session context: int8, f16 or disk:DIR (follow-up requests re-select from "
+               "it)")
+      ->capture_default_str()
+      ->check(non_empty("--session-cold-tier int8|f16|disk:DIR"));
   s.add_option("--max-queue", o.max_queue, "requests waiting for admission at most (then 429)")
       ->capture_default_str()
       ->check(int_in(0, 1 << 20));

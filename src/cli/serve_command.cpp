@@ -41,6 +41,12 @@ int serve_command(const ServeOptions& o) {
   sc.kv_type = o.kv_type == "f32" ? KVType::F32 : KVType::F16;
   sc.n_threads = so.n_threads;
   sc.debug_step_delay_ms = o.debug_step_delay_ms;
+  try {
+    sc.session_budget_bytes = server::parse_byte_size(o.session_budget);
+  } catch (const Error& e) {
+    throw Error(fmt::format("--session-budget: {}", e.what()));
+  }
+  sc.session_cold_tier = parse_cold_tier(o.session_cold_tier);
   return server::run_server(so);
 }
 

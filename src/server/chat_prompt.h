@@ -8,6 +8,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "snapkv/chat.h"
@@ -29,7 +30,13 @@ class ChatPrompter {
   /// (tokenize_chat_question; question_tokens 0 when the conversation does not end with a user
   /// message). Same errors.
   ChatTokens tokens_with_question(std::span<const ChatMessage> messages) const;
+  /// A session request (issue 10): the last message is the question, appended ("\n\n" + text)
+  /// to the user message before it as `snapkv run --question` does (render_follow_up); returns the
+  /// context's ids (BOS as the tokenizer asks) and the question's (the end of the turn and the
+  /// generation prompt included). Same errors, and those of render_follow_up.
+  std::pair<std::vector<int32_t>, std::vector<int32_t>> follow_up(std::span<const ChatMessage> messages) const;
   /// "" or why the model fell back to a built-in template / has none.
+
   const std::string& warning() const { return warning_; }
 
  private:

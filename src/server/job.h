@@ -38,6 +38,12 @@ struct JobResult {
   double compression_ms = 0;
   double ttft_ms = -1;
   double prefill_ms = 0;
+  // Session requests (issue 10).
+  std::string session;          ///< the id ("" if none)
+  bool session_reused = false;  ///< the context came from the store (no prefill of it)
+  bool session_stored = false;  ///< this request's context was stored for the next ones
+  size_t kv_cold_bytes = 0;     ///< the context's cold tier
+  double reselect_ms = 0;       ///< re-selecting the hot entries for this question
 };
 
 class Job {
@@ -46,9 +52,13 @@ class Job {
   CompletionRequest req;
   std::vector<int32_t> prompt;  ///< token ids (BOS included)
   int64_t question_tokens = 0;  ///< the prompt's question span (window=question presses; 0: unknown)
-  int64_t max_tokens = 0;       ///< resolved (default applied, capped by the context)
-  PressPlanSummary plan;        ///< the press for this prompt length
-  KvProjection kv;              ///< what admission reserves: kv.reserve()
+  /// Session requests (req.session): the prompt is context (its first context_tokens ids) +
+  /// question; `fingerprint` identifies the context and press in the SessionStore.
+  int64_t context_tokens = 0;
+  std::string fingerprint;
+  int64_t max_tokens = 0;  ///< resolved (default applied, capped by the context)
+  PressPlanSummary plan;   ///< the press for this prompt length
+  KvProjection kv;         ///< what admission reserves: kv.reserve()
   Clock::time_point submitted = Clock::now();
 
   /// Asks the scheduler to drop the job (client gone, shutdown). Safe from any thread.

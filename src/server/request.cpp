@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -260,6 +261,23 @@ CompletionRequest parse_completion_request(std::string_view text, Endpoint endpo
     if (const json* iu = field(*so, "include_usage")) r.include_usage = get_bool(*iu, "stream_options.include_usage");
   }
   r.press = parse_press_field(body, defaults.press);
+  if (const json* v = field(body, "session")) {
+    if (!v->is_string()) throw wrong_type("session", "a string", *v);
+    r.session = v->get<std::string>();
+    const bool ok_chars = std::all_of(r.session.begin(), r.session.end(), [](char c) {
+      return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+             c == ':' || c == '-';
+    });
+    if (r.session.empty() || r.session.size() > kMaxSessionIdBytes || !ok_chars)
+      throw bad_request("invalid_value",
+                        fmt::format("'session' must be 1 to {} characters of A-Z a-z 0-9 . _ : -", kMaxSessionIdBytes));
+    if (endpoint != Endpoint::ChatCompletions)
+      throw bad_request("invalid_value", "'session' is served on /v1/chat/completions only");
+    if (r.messages.size() < 2 || r.messages.back().role != "user" || r.messages[r.messages.size() - 2].role != "user")
+      throw bad_request("invalid_value",
+                        "with 'session', the last message is the question and the one before it the user message "
+                        "holding the document: both must be user messages");
+  }
   return r;
 }
 

@@ -37,6 +37,11 @@ struct CompletionRequest {
   bool ignore_eos = false;     ///< extension (as llama.cpp): do not stop at end-of-generation tokens
   bool include_usage = false;  ///< stream_options.include_usage: a last chunk with usage
   PressSpec press;             ///< validated (validate_press_spec)
+  /// Extension (issue 10): the id of a stored compressed context ("" = none). Chat completions
+  /// only: the last message (a user message) is the question, the conversation before it (ending
+  /// with the user message that holds the document) the context, compressed once and re-used by
+  /// every request naming the same id and context. 1..kMaxSessionIdBytes of [A-Za-z0-9._:-].
+  std::string session;
 };
 
 /// Limits on what one request may ask for.
@@ -44,6 +49,7 @@ inline constexpr int64_t kMaxTokensLimit = int64_t{1} << 30;
 inline constexpr size_t kMaxStopStrings = 16;
 inline constexpr size_t kMaxStopBytes = 1024;
 inline constexpr size_t kMaxMessages = 4096;
+inline constexpr size_t kMaxSessionIdBytes = 128;
 
 /// Parses `body` (JSON). Throws ApiError(400) for malformed JSON (invalid UTF-8 included), a body
 /// that is not an object, a missing prompt/messages, a field of the wrong type or out of range,

@@ -49,6 +49,9 @@ struct Scheduler::Running {
   Clock::time_point last_token_at{};
   double ttft_ms = -1;
   bool done = false;
+  bool building_context = false;  // a session request prefilling its context (the question comes next)
+  bool session_reused = false;
+  bool session_stored = false;
 
   Running(std::shared_ptr<Job> j, std::unique_ptr<Sequence> s, const Tokenizer& tok, size_t bytes)
       : job(std::move(j)),
@@ -61,7 +64,11 @@ struct Scheduler::Running {
 };
 
 Scheduler::Scheduler(std::shared_ptr<const Engine> engine, const SchedulerOptions& opt, Metrics& metrics)
-    : engine_(std::move(engine)), opt_(opt), metrics_(metrics), budget_(opt.kv_budget_bytes) {
+    : engine_(std::move(engine)),
+      opt_(opt),
+      metrics_(metrics),
+      sessions_(opt.session_budget_bytes),
+      budget_(opt.kv_budget_bytes) {
   if (opt_.max_running < 1 || opt_.max_running >= opt_.max_batch_rows)
     throw Error(fmt::format("scheduler: max_running {} must be in [1, max_batch_rows {})", opt_.max_running,
                             opt_.max_batch_rows));
@@ -129,6 +136,7 @@ void Scheduler::admit_locked() {
     SequenceOptions so;
     so.n_ctx = opt_.n_ctx;
     so.kv_type = opt_.kv_type;
+    if (!head->req.session.empty() && head->plan.compress) so.cold_tier = opt_.session_cold_tier;
     admitted_.push_back(std::make_unique<Running>(head, engine_->new_sequence(so), engine_->tokenizer(), bytes));
     ++n_running_;
     queue_.pop_front();
@@ -156,6 +164,11 @@ void Scheduler::finish(Running& r, std::string reason, int error_status, std::st
   res.window = st.window;
   res.compression_ms = st.compression_ms;
   res.prefill_ms = st.prefill_ms;
+  res.session = r.job->req.session;
+  res.session_reused = r.session_reused;
+  res.session_stored = r.session_stored;
+  res.kv_cold_bytes = st.kv_cold_bytes;
+  res.reselect_ms = st.reselect_ms;
   const auto now = Clock::now();
   res.ttft_ms = r.ttft_ms;
   metrics_.request_finished(res.finish_reason, res.n_prompt_tokens, res.n_generated_tokens,
@@ -172,6 +185,34 @@ void Scheduler::finish(Running& r, std::string reason, int error_status, std::st
 
 // glibc keeps freed memory in its arenas, resident, until malloc_trim: a finished request's KV
 // cache, and the full-length per-layer copies a compression frees (+2..+25% RSS, issue 7).
+void Scheduler::begin_session(Running& r) {
+  const Job& job = *r.job;
+  const auto ctx = static_cast<size_t>(job.context_tokens);
+  const std::span<const int32_t> all(job.prompt);
+  if (std::shared_ptr<const Sequence> doc = sessions_.find(job.req.session, job.fingerprint)) {
+    r.seq = doc->fork();  // shares the cold tier; copies the compressed hot entries
+    r.session_reused = true;
+    PrefillOptions po;
+    po.reselect = r.seq->cold_tier().enabled;
+    r.seq->begin_prefill(all.subspan(ctx), po);
+    return;
+  }
+  PrefillOptions po;
+  po.press = job.req.press;
+  r.seq->begin_prefill(all.first(ctx), po);
+  r.building_context = true;
+}
+
+void Scheduler::context_done(Running& r) {
+  const Job& job = *r.job;
+  r.building_context = false;
+  r.session_stored = sessions_.put(job.req.session, job.fingerprint, std::shared_ptr<const Sequence>(r.seq->fork()));
+  if (r.seq->stats().compressed) trim_pending_ = true;
+  PrefillOptions po;
+  po.reselect = r.seq->cold_tier().enabled;
+  r.seq->begin_prefill(std::span<const int32_t>(job.prompt).subspan(static_cast<size_t>(job.context_tokens)), po);
+}
+
 void Scheduler::maybe_trim_heap(bool idle) {
   if (!trim_pending_) return;
   const auto now = Clock::now();
@@ -235,7 +276,11 @@ void Scheduler::loop() {
         po.press = r->job->req.press;
         po.question_tokens = r->job->question_tokens;
         try {
-          r->seq->begin_prefill(r->job->prompt, po);
+          if (r->job->req.session.empty()) {
+            r->seq->begin_prefill(r->job->prompt, po);
+          } else {
+            begin_session(*r);
+          }
           r->started = true;
         } catch (const std::exception& e) {
           finish(*r, "error", 400, e.what());
@@ -322,6 +367,16 @@ void Scheduler::loop() {
     for (size_t i = 0; i < items.size(); ++i) {
       Running& r = *items[i];
       if (r.done || !batch.prefill_done(static_cast<int>(i))) continue;
+      if (r.building_context) {
+        try {
+          context_done(r);
+        } catch (const std::bad_alloc&) {
+          finish(r, "error", 503, "out of memory storing the session");
+        } catch (const std::exception& e) {
+          finish(r, "error", 500, fmt::format("session: {}", e.what()));
+        }
+        continue;
+      }
       r.decoding = true;
       // Its prefill peak is behind it: from now on it holds at most its final size (prompt after
       // compression + max_tokens), so the rest of its reservation goes back to the budget.

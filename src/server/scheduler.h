@@ -15,6 +15,8 @@
 #include "server/admission.h"
 #include "server/job.h"
 #include "server/metrics.h"
+#include "server/session_store.h"
+#include "snapkv/cold_tier.h"
 #include "snapkv/engine.h"
 #include "snapkv/kv_type.h"
 #include "snapkv/workspace.h"
@@ -32,6 +34,15 @@ struct SchedulerOptions {
   KVType kv_type = KVType::F16;
   int n_threads = 0;            ///< workspace threads (0: the engine's)
   int debug_step_delay_ms = 0;  ///< tests: sleep this long after every step (makes queues observable)
+  /// --session-budget: bytes (hot KV + cold tier) the stored session contexts may hold; 0 = no
+  /// sessions. Not part of kv_budget_bytes: stored contexts are idle, not running requests.
+  size_t session_budget_bytes = size_t{1} << 30;
+  /// --session-cold-tier: the cold tier of a compressed session context (int8 in RAM by default).
+  ColdTierOptions session_cold_tier = [] {
+    ColdTierOptions c;
+    c.enabled = true;
+    return c;
+  }();
 };
 
 class Scheduler {
@@ -55,12 +66,19 @@ class Scheduler {
   void stop(Clock::time_point deadline);
 
   size_t kv_budget() const { return opt_.kv_budget_bytes; }
+  /// The stored session contexts (thread-safe).
+  const SessionStore& sessions() const { return sessions_; }
 
  private:
   struct Running;
   void loop();
   void admit_locked();
   void finish(Running& r, std::string reason, int error_status = 0, std::string error = {});
+  /// Starts a session request's prefill: the question on a fork of the stored context if there
+  /// is one, else the context itself (stored when done, then the question follows).
+  void begin_session(Running& r);
+  /// A session request's context prefill is done: store a copy, then queue the question.
+  void context_done(Running& r);
   /// Returns freed heap memory to the OS when a sequence was freed or compressed since the last
   /// time: at once when nothing runs (`idle`), else at most once per kTrimInterval.
   void maybe_trim_heap(bool idle);
@@ -68,6 +86,7 @@ class Scheduler {
   std::shared_ptr<const Engine> engine_;
   SchedulerOptions opt_;
   Metrics& metrics_;
+  SessionStore sessions_;
 
   std::mutex m_;
   std::condition_variable cv_;

@@ -19,6 +19,7 @@
 #include <random>
 #include <thread>
 
+#include "core/sha256.h"
 #include "server/api_error.h"
 #include "server/chat_prompt.h"
 #include "server/metrics.h"
@@ -101,6 +102,12 @@ json extension(const JobResult& r) {
          {"prefill_ms", r.prefill_ms},
          {"ttft_ms", r.ttft_ms}};
   if (!r.compression_note.empty()) x["note"] = r.compression_note;
+  if (!r.session.empty())
+    x["session"] = json{{"id", r.session},
+                        {"reused", r.session_reused},
+                        {"stored", r.session_stored},
+                        {"kv_cold_bytes", r.kv_cold_bytes},
+                        {"reselect_ms", r.reselect_ms}};
   return x;
 }
 
@@ -141,6 +148,19 @@ std::shared_ptr<Job> make_job(Shared& sh, const std::string& body, Endpoint ep) 
   const Engine& engine = *sh.engine;
   if (ep == Endpoint::Completions) {
     job->prompt = engine.tokenizer().encode(job->req.prompt, /*add_special=*/true, /*parse_special=*/false);
+  } else if (!job->req.session.empty()) {
+    // A session: the context (the conversation up to the document's user message) is compressed
+    // once and stored; the question (the last message) follows it, re-selecting from the cold tier.
+    if (sh.opt->scheduler.session_budget_bytes == 0)
+      throw bad_request("invalid_value", "sessions are off on this server (--session-budget 0)");
+    try {
+      auto [context, question] = sh.chat->follow_up(job->req.messages);
+      job->context_tokens = static_cast<int64_t>(context.size());
+      job->prompt = std::move(context);
+      job->prompt.insert(job->prompt.end(), question.begin(), question.end());
+    } catch (const snapkv::Error& e) {
+      throw bad_request("invalid_chat", e.what());
+    }
   } else {
     try {
       if (job->req.press.get("window") == std::optional<std::string>("question")) {
@@ -164,8 +184,10 @@ std::shared_ptr<Job> make_job(Shared& sh, const std::string& body, Endpoint ep) 
   const int64_t room = sh.n_ctx - n_prompt + 1;  // the last prompt position's logits give one more token
   job->max_tokens = std::min(job->req.max_tokens > 0 ? job->req.max_tokens : sh.opt->defaults.max_tokens, room);
   if (!job->req.seed_set) job->req.sampling.seed = std::random_device{}();
+  // A session's press compresses the context alone (its own window, as `snapkv run --question`).
+  const int64_t n_compressed = job->context_tokens > 0 ? job->context_tokens : n_prompt;
   try {
-    job->plan = plan_press_spec(job->req.press, n_prompt, job->question_tokens);
+    job->plan = plan_press_spec(job->req.press, n_compressed, job->context_tokens > 0 ? 0 : job->question_tokens);
   } catch (const snapkv::Error& e) {
     // The spec was checked when the body was parsed; what is left is a ratio that would keep
     // fewer tokens of this prompt than the window and sinks that are always kept. Such a prompt is
@@ -173,11 +195,21 @@ std::shared_ptr<Job> make_job(Shared& sh, const std::string& body, Endpoint ep) 
     // --compression-ratio) must not be refused for a prompt that is merely short.
     job->plan = PressPlanSummary{.spec = job->req.press.to_string(),
                                  .compress = false,
-                                 .capacity = n_prompt,
+                                 .capacity = n_compressed,
                                  .note = fmt::format("prompt kept whole: {}", e.what())};
     job->req.press = PressSpec{};
   }
-  job->kv = project_kv(engine.info(), sh.opt->scheduler.kv_type, n_prompt, job->max_tokens, job->plan);
+  if (job->context_tokens > 0) {
+    // The question is appended uncompressed after the compressed context, as generated tokens
+    // are; a re-selection restores one compressed layer whole at a time, as the prefill did.
+    job->kv = project_kv(engine.info(), sh.opt->scheduler.kv_type, n_compressed,
+                         job->max_tokens + (n_prompt - n_compressed), job->plan);
+    job->fingerprint = fmt::format("{}|{}", job->req.press.to_string(),
+                                   sha256_hex(std::string_view(reinterpret_cast<const char*>(job->prompt.data()),
+                                                               static_cast<size_t>(n_compressed) * sizeof(int32_t))));
+  } else {
+    job->kv = project_kv(engine.info(), sh.opt->scheduler.kv_type, n_prompt, job->max_tokens, job->plan);
+  }
   return job;
 }
 

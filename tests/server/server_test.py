@@ -2,7 +2,7 @@
 """Process tests of `snapkv serve`: real servers on 127.0.0.1 (a free port), the official `openai`
 client and raw HTTP. Each case is bounded in time; every server is stopped by the PID started here.
 
-  server_test.py --bin build/snapkv --case openai|concurrency|concurrency16|admission|disconnect|hostile|nginx
+  server_test.py --bin build/snapkv --case openai|concurrency|concurrency16|admission|disconnect|hostile|nginx|sessions
 """
 import argparse
 import http.client
@@ -1108,11 +1108,88 @@ def ngx_post(ngx, body, key, path="/v1/completions"):
         conn.close()
 
 
+def needle_document():
+    """Two needles in a noise haystack (about 1,200 SmolLM2 tokens)."""
+    parts = []
+    for i in range(60):
+        parts.append("The grass is green. The sky is blue. The sun is yellow. Here we go.")
+        if i == 15:
+            parts.append("The special magic number for river is 4817265.")
+        if i == 45:
+            parts.append("The special magic number for mountain is 9034512.")
+    return " ".join(parts)
+
+
+def case_sessions(binary):
+    """Requests naming a "session" (issue 10): the first compresses and stores the document, the
+    next ones fork it and re-select from its cold tier: the same answers as `snapkv run --question
+    Q1 --question Q2 --cold-tier int8` on one compressed document; another document under the id
+    is rebuilt; the least recently used context goes first under --session-budget; sessions off
+    is a clear 400."""
+    if not os.path.exists(SMOLLM2):
+        print(f"SKIP: {SMOLLM2} missing (scripts/get-model.sh smollm2)")
+        return
+    doc = needle_document()
+    q1 = "What is the special magic number for river?"
+    q2 = "What is the special magic number for mountain?"
+    press = ["--press", "snapkv", "--budget", "128"]
+    cmd = [binary, "run", "-m", SMOLLM2, "--chat", "-p", doc, *press, "--cold-tier", "int8", "--question", q1,
+           "--question", q2, "-n", "12", "--temp", "0", "--json", "-t", "1"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    check(out.returncode == 0, f"{cmd}: {out.stderr}")
+    cli = [a["text"] for a in json.loads(out.stdout)["answers"]]
+    check("4817" in cli[0] and "9034" in cli[1], f"the CLI's answers {cli}")
+
+    def ask(srv, q, sid, d=doc, want=200):
+        body = {"model": "smollm2", "messages": [{"role": "user", "content": d}, {"role": "user", "content": q}],
+                "max_tokens": 12, "temperature": 0, "session": sid}
+        status, _, j = srv.post("/v1/chat/completions", body, timeout=300)
+        check(status == want, f"session {sid}: status {status}: {j}")
+        return j
+
+    srv = Server(binary, SMOLLM2, *press)
+    try:
+        r1 = ask(srv, q1, "doc")
+        s1 = r1["snapkv"]["session"]
+        check(s1["id"] == "doc" and not s1["reused"] and s1["stored"] and s1["kv_cold_bytes"] > 0, s1)
+        check(r1["choices"][0]["message"]["content"] == cli[0], f"{r1['choices'][0]} vs the CLI's {cli[0]!r}")
+        r2 = ask(srv, q2, "doc")
+        s2 = r2["snapkv"]["session"]
+        check(s2["reused"] and not s2["stored"], s2)
+        check(r2["choices"][0]["message"]["content"] == cli[1], f"{r2['choices'][0]} vs the CLI's {cli[1]!r}")
+        check(r2["snapkv"]["kv_cache_bytes"] == r1["snapkv"]["kv_cache_bytes"], "the same hot budget")
+        r3 = ask(srv, q1, "doc")
+        check(r3["snapkv"]["session"]["reused"] and r3["choices"][0]["message"]["content"] == cli[0], r3)
+        r4 = ask(srv, q1, "doc", d=doc + " The end.")  # another document under the same id
+        check(not r4["snapkv"]["session"]["reused"] and r4["snapkv"]["session"]["stored"], r4["snapkv"])
+        # Validation: a session needs the document's user message and the question's.
+        ask(srv, q1, "bad id", want=400)
+    finally:
+        srv.stop()
+
+    # Room for one stored context (hot + cold ~ 17.6 MB here): "b" evicts "a".
+    one = s1["kv_cold_bytes"] + r1["snapkv"]["kv_cache_bytes"]
+    srv = Server(binary, SMOLLM2, *press, "--session-budget", str(int(one * 1.5)))
+    try:
+        check(ask(srv, q1, "a")["snapkv"]["session"]["stored"], "a stored")
+        check(ask(srv, q1, "b")["snapkv"]["session"]["stored"], "b stored")
+        check(not ask(srv, q2, "a")["snapkv"]["session"]["reused"], "a was evicted by b")
+    finally:
+        srv.stop()
+    srv = Server(binary, STORIES, "--session-budget", "0")
+    try:
+        j = ask(srv, q1, "doc", want=400)
+        check("--session-budget 0" in j["error"]["message"], j)
+    finally:
+        srv.stop()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
     ap.add_argument("--case", required=True,
-                    choices=["openai", "concurrency", "concurrency16", "admission", "disconnect", "hostile", "nginx"])
+                    choices=["openai", "concurrency", "concurrency16", "admission", "disconnect", "hostile", "nginx",
+                             "sessions"])
     a = ap.parse_args()
     if not os.path.exists(STORIES):
         print(f"SKIP: {STORIES} missing")

@@ -148,6 +148,26 @@ TEST(Request, PressExtension) {
   }
 }
 
+TEST(Request, SessionExtension) {
+  const std::string msgs = R"("messages":[{"role":"user","content":"doc"},{"role":"user","content":"Q?"}])";
+  const CompletionRequest r = parse("{" + msgs + R"(,"session":"doc-1.a:b_c"})", Endpoint::ChatCompletions);
+  EXPECT_EQ(r.session, "doc-1.a:b_c");
+  EXPECT_TRUE(parse("{" + msgs + "}", Endpoint::ChatCompletions).session.empty());
+  const std::pair<int, std::string> bad{400, "invalid_value"};
+  EXPECT_EQ(error_of("{" + msgs + R"(,"session":""})", Endpoint::ChatCompletions), bad);
+  EXPECT_EQ(error_of("{" + msgs + R"(,"session":"a b"})", Endpoint::ChatCompletions), bad);
+  EXPECT_EQ(error_of("{" + msgs + R"(,"session":")" + std::string(129, 'x') + R"("})", Endpoint::ChatCompletions), bad);
+  EXPECT_EQ(error_of("{" + msgs + R"(,"session":7})", Endpoint::ChatCompletions).first, 400);
+  // Completions have no question to split off; a session needs the document's and the question's
+  // user messages last.
+  EXPECT_EQ(error_of(R"({"prompt":"x","session":"s"})"), bad);
+  EXPECT_EQ(error_of(R"({"messages":[{"role":"user","content":"Q?"}],"session":"s"})", Endpoint::ChatCompletions), bad);
+  EXPECT_EQ(
+      error_of(R"({"messages":[{"role":"assistant","content":"d"},{"role":"user","content":"Q?"}],"session":"s"})",
+               Endpoint::ChatCompletions),
+      bad);
+}
+
 TEST(Request, ErrorShape) {
   try {
     parse(R"({"prompt":"a","n":3})");

@@ -315,5 +315,88 @@ TEST(Scheduler, StopEndsQueuedAndRunningJobs) {
   s.reset();  // the thread has exited: the destructor's stop() joins nothing
 }
 
+/// A session job (server.cpp's make_job for "session"): context + question, the press planned on
+/// the context, the question appended like generated tokens.
+std::shared_ptr<Job> session_job(const Engine& e, const std::string& id, const std::vector<int32_t>& context,
+                                 const std::vector<int32_t>& question, const char* press) {
+  auto job = std::make_shared<Job>();
+  job->req.session = id;
+  job->req.ignore_eos = true;
+  job->req.press = PressSpec::parse(press);
+  job->req.sampling.temp = 0;
+  job->prompt = context;
+  job->prompt.insert(job->prompt.end(), question.begin(), question.end());
+  job->context_tokens = static_cast<int64_t>(context.size());
+  job->fingerprint = std::string(press) + "|" + std::to_string(context.size()) + "|" + std::to_string(context[1]);
+  job->max_tokens = 12;
+  job->plan = plan_press_spec(job->req.press, job->context_tokens);
+  job->kv = project_kv(e.info(), KVType::F16, job->context_tokens,
+                       job->max_tokens + static_cast<int64_t>(question.size()), job->plan);
+  return job;
+}
+
+TEST(Scheduler, SessionRequestsReuseTheCompressedContextAndAnswerAsTheLibrary) {
+  const auto e = stories();
+  Metrics m;
+  SchedulerOptions so = options();
+  so.max_queue = 8;
+  Scheduler s(e, so, m);
+  const Tokenizer& tok = e->tokenizer();
+  const std::vector<int32_t> doc = tok.encode(story(0, 8), true, false);
+  const std::vector<std::vector<int32_t>> questions = {tok.encode(" Who had the ball?", false, false),
+                                                       tok.encode(" What color was it?", false, false)};
+  const char* press = "snapkv:budget=24,window=4";
+  // The library's answers: one compressed document with an int8 cold tier, each question on a
+  // fork of it, re-selecting.
+  std::vector<std::string> want;
+  {
+    Workspace ws(*e);
+    SequenceOptions sq;
+    sq.n_ctx = so.n_ctx;
+    sq.cold_tier = parse_cold_tier("int8");
+    auto d = e->new_sequence(sq);
+    PrefillOptions po;
+    po.press = PressSpec::parse(press);
+    e->prefill(*d, doc, po, ws);
+    for (const auto& q : questions) {
+      auto f = d->fork();
+      GenerateOptions go;
+      go.n_predict = 12;
+      go.ignore_eos = true;
+      go.sampling.temp = 0;
+      go.reselect = true;
+      want.push_back(generate_answer(*e, *f, q, go, ws).text);
+    }
+  }
+  // Two clients at once on two sessions, then follow-ups: the first request of each session builds
+  // and stores its context, the later ones fork it.
+  std::vector<std::string> got(4);
+  std::vector<std::shared_ptr<Job>> jobs(4);
+  {
+    std::thread a([&] { got[0] = run(s, jobs[0] = session_job(*e, "a", doc, questions[0], press)); });
+    std::thread b([&] { got[1] = run(s, jobs[1] = session_job(*e, "b", doc, questions[1], press)); });
+    a.join();
+    b.join();
+  }
+  got[2] = run(s, jobs[2] = session_job(*e, "a", doc, questions[1], press));
+  got[3] = run(s, jobs[3] = session_job(*e, "b", doc, questions[0], press));
+  EXPECT_EQ(got[0], want[0]);
+  EXPECT_EQ(got[1], want[1]);
+  EXPECT_EQ(got[2], want[1]);
+  EXPECT_EQ(got[3], want[0]);
+  for (int i = 0; i < 4; ++i) {
+    const JobResult& r = jobs[static_cast<size_t>(i)]->result();
+    EXPECT_EQ(r.finish_reason, "length") << i << " " << r.error_message;
+    EXPECT_EQ(r.session_reused, i >= 2) << i;
+    EXPECT_EQ(r.session_stored, i < 2) << i;
+    EXPECT_GT(r.kv_cold_bytes, 0u) << i;
+    EXPECT_TRUE(r.compressed) << i;
+  }
+  const SessionStoreStats st = s.sessions().stats();
+  EXPECT_EQ(st.entries, 2u);
+  EXPECT_EQ(st.hits, 2u);
+  expect_idle(m);
+}
+
 }  // namespace
 }  // namespace snapkv::server
