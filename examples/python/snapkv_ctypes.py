@@ -101,7 +101,7 @@ _SIGNATURES = {
     "snapkv_sequence_new_cold": (ctypes.c_int, [_P, ctypes.c_int64, ctypes.c_int, ctypes.c_char_p, ctypes.POINTER(_P)]),
     "snapkv_prefill_reselect": (ctypes.c_int, [_P, _I32P, ctypes.c_size_t, ctypes.POINTER(_FLOATP)]),
     "snapkv_session_save": (ctypes.c_int, [_P, ctypes.c_char_p]),
-    "snapkv_session_load": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(_P)]),
+    "snapkv_session_load": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int64, ctypes.POINTER(_P)]),
     "snapkv_sampler_new": (ctypes.c_int, [ctypes.c_float, ctypes.c_int32, ctypes.c_float, ctypes.c_uint64,
                                           ctypes.POINTER(_P)]),
     "snapkv_sampler_free": (None, [_P]),
@@ -222,11 +222,11 @@ class Engine:
                                                                ctypes.byref(h)))
         return Sequence(self, h)
 
-    def load_session(self, path: str, cold_dir: Optional[str] = None) -> "Sequence":
-        """Restores a sequence saved by Sequence.save_session with this model."""
+    def load_session(self, path: str, cold_dir: Optional[str] = None, n_ctx: int = 0) -> "Sequence":
+        """Restores a sequence saved by Sequence.save_session with this model (n_ctx 0: the saved context)."""
         h = _P()
         _check(self.lib, self.lib.snapkv_session_load(self._h, path.encode(), cold_dir.encode() if cold_dir else None,
-                                                      ctypes.byref(h)))
+                                                      n_ctx, ctypes.byref(h)))
         return Sequence(self, h)
 
     def decode_batch(self, seqs: Seq["Sequence"], tokens: Seq[int]) -> List[List[float]]:

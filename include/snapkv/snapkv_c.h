@@ -255,9 +255,10 @@ SNAPKV_API snapkv_status snapkv_sequence_stats(const snapkv_sequence* seq, snapk
  *  of the compressed layers is kept in a cold store first, so that snapkv_prefill_reselect can
  *  bring evicted entries back for a follow-up question. cold_tier: "int8" (per-row absmax,
  *  head_dim + 4 bytes a row), "f16", or "disk:DIR" (int8 in a file under DIR, unlinked at
- *  creation, memory-mapped). Its bytes are snapkv_stats.kv_cold_bytes.
- *  Errors: SNAPKV_ERR_INVALID_ARGUMENT (as snapkv_sequence_new, NULL or unknown cold_tier, a
- *  directory where no file can be created). */
+ *  creation, memory-mapped; the file is made by the first compressing snapkv_prefill, which
+ *  fails with SNAPKV_ERR_INVALID_ARGUMENT if DIR cannot hold one). Its bytes are
+ *  snapkv_stats.kv_cold_bytes. Errors: SNAPKV_ERR_INVALID_ARGUMENT (as snapkv_sequence_new, a
+ *  NULL or unknown cold_tier). */
 SNAPKV_API snapkv_status snapkv_sequence_new_cold(const snapkv_engine* engine, int64_t n_ctx, snapkv_kv_type kv_type,
                                                   const char* cold_tier, snapkv_sequence** out) SNAPKV_NOEXCEPT;
 /** A follow-up question: prefills `tokens` after what `seq` holds (a prompt compressed with a
@@ -273,11 +274,13 @@ SNAPKV_API snapkv_status snapkv_prefill_reselect(snapkv_sequence* seq, const int
  *  Errors: SNAPKV_ERR_INVALID_ARGUMENT (NULL argument), SNAPKV_ERR_IO (cannot write). */
 SNAPKV_API snapkv_status snapkv_session_save(const snapkv_sequence* seq, const char* path) SNAPKV_NOEXCEPT;
 /** Restores a sequence saved by snapkv_session_save with the same model into *out. cold_dir:
- *  NULL or "" keeps the cold tier in RAM, else a directory for its file.
- *  Errors: SNAPKV_ERR_INVALID_ARGUMENT (NULL engine/path/out), SNAPKV_ERR_IO (missing, damaged
- *  or foreign file: another model, not a session, another format version). */
+ *  NULL or "" keeps the cold tier in RAM, else a directory for its file. n_ctx: positions the
+ *  restored sequence may hold, 0 = the saved sequence's (must be >= the positions it holds).
+ *  Errors: SNAPKV_ERR_INVALID_ARGUMENT (NULL engine/path/out, negative n_ctx), SNAPKV_ERR_IO
+ *  (missing, damaged or foreign file: another model, not a session, another format version; an
+ *  n_ctx below the positions held; a cold_dir where no file can be created). */
 SNAPKV_API snapkv_status snapkv_session_load(const snapkv_engine* engine, const char* path, const char* cold_dir,
-                                             snapkv_sequence** out) SNAPKV_NOEXCEPT;
+                                             int64_t n_ctx, snapkv_sequence** out) SNAPKV_NOEXCEPT;
 
 /* ---- sampling ----------------------------------------------------------------------------- */
 

@@ -129,15 +129,17 @@ snapkv_status snapkv_session_save(const snapkv_sequence* seq, const char* path) 
   });
 }
 
-snapkv_status snapkv_session_load(const snapkv_engine* engine, const char* path, const char* cold_dir,
+snapkv_status snapkv_session_load(const snapkv_engine* engine, const char* path, const char* cold_dir, int64_t n_ctx,
                                   snapkv_sequence** out) noexcept {
   static constexpr const char* fn = "snapkv_session_load";
   if (!valid(engine)) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "engine is NULL or not a snapkv_engine");
   if (path == nullptr) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "path is NULL");
   if (out == nullptr) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "out is NULL");
+  if (n_ctx < 0) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "n_ctx " + std::to_string(n_ctx) + " is negative");
   return guarded(fn, SNAPKV_ERR_IO, [&] {
     snapkv::SessionLoadOptions lo;
     if (cold_dir != nullptr) lo.cold_dir = cold_dir;
+    lo.n_ctx = n_ctx;
     auto h = std::make_unique<snapkv_sequence>();
     h->core = engine->core;
     h->seq = snapkv::load_session(*engine->core->engine, path, lo).sequence;

@@ -459,8 +459,8 @@ int run_command(const RunOptions& opt) {
     j["peak_kv_cache_bytes"] = st.peak_kv_cache_bytes;
     j["peak_rss_bytes"] = peak_rss_bytes();
     j["threads"] = o.threads;
-    j["kv_type"] = o.kv_type;
-    j["press"] = o.press.name;
+    j["kv_type"] = seq->kv_type() == KVType::F32 ? "f32" : "f16";  // a loaded session's own
+    j["press"] = flags_mode ? o.press.name : press_spec.name;
     j["press_spec"] = canonical.to_string();
     j["compressed"] = st.compressed;
     j["compression_note"] = st.compression_note;

@@ -36,15 +36,18 @@ int64_t int_key(const PressSpec& s, const char* key, int64_t dflt) {
 ReselectParams reselect_params(const std::string& canonical_spec, int64_t question_tokens) {
   ReselectParams p;
   const PressSpec s = PressSpec::parse(canonical_spec);
-  p.kernel = static_cast<int>(int_key(s, "kernel", 7));
+  // The spec is a press's canonical one (validated when it compressed, or by load_session); the
+  // clamps keep a hand-made spec from indexing outside the score rows all the same.
+  p.kernel = static_cast<int>(std::clamp<int64_t>(int_key(s, "kernel", 7), 1, 1 << 20));
   p.pool = s.get("pool").value_or("max") == "avg" ? PoolType::Avg : PoolType::Max;
   const std::string agg = s.get("gqa_agg").value_or("mean");
   p.agg = agg == "max" ? GQAAgg::Max : agg == "sum" ? GQAAgg::Sum : GQAAgg::Mean;
-  p.sinks = int_key(s, "sinks", 0);
+  p.sinks = std::max<int64_t>(0, int_key(s, "sinks", 0));
   const std::string w = s.get("window").value_or("32");
   int64_t W = 32;
   if (w == "question") {
-    W = std::clamp<int64_t>(question_tokens, int_key(s, "window_min", 8), int_key(s, "window_max", 64));
+    const int64_t lo = std::max<int64_t>(1, int_key(s, "window_min", 8));
+    W = std::clamp<int64_t>(question_tokens, lo, std::max(lo, int_key(s, "window_max", 64)));
   } else {
     W = int_key(s, "window", 32);
   }

@@ -3,9 +3,10 @@
 // File layout (little-endian; version 1):
 //   "SNAPKVSS"                     8 bytes, magic
 //   u32 version, u32 0             format version, reserved
-//   u64 header_bytes               then the header: UTF-8 JSON (model identity, shapes, stats,
-//                                  per-head entry counts, cold layers, logits count, app data)
-//   payload                        per layer, per KV head: positions [n] i32, K [n x row], V
+//   u64 header_bytes               then the header: UTF-8 JSON text (model identity, shapes,
+//                                  stats, per-head entry counts, cold tier and its layers, logits
+//                                  count, app data size); at most kMaxHeaderBytes
+//   payload                        the app data bytes; per layer, per KV head: positions [n] i32, K [n x row], V
 //                                  [n x row] (the hot cache's element type, as stored); then per
 //                                  cold layer its encoded rows (ColdStore::encoded_layer); then
 //                                  the logits [n_vocab] f32 if any
@@ -18,13 +19,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 #include <vector>
 
 #include "core/sha256.h"
+#include "kv/presses/press.h"
 #include "runtime/sequence_state.h"
 #include "snapkv/engine.h"
 #include "snapkv/error.h"
@@ -37,6 +41,7 @@ constexpr char kMagic[8] = {'S', 'N', 'A', 'P', 'K', 'V', 'S', 'S'};
 constexpr uint32_t kVersion = 1;
 constexpr size_t kPrefixBytes = 8 + 4 + 4 + 8;
 constexpr size_t kDigestBytes = 32;
+constexpr uint64_t kMaxHeaderBytes = uint64_t{64} << 20;
 
 /// Writes a file through a temporary name in the same directory, hashing everything written.
 class SessionWriter {
@@ -77,6 +82,15 @@ class SessionWriter {
       ::unlink(tmp_.c_str());
       throw Error(
           fmt::format("session file '{}': cannot rename the written file over it: {}", path_, std::strerror(e)));
+    }
+    // The rename itself reaches the disk with the directory (best effort: not every file system
+    // can sync a directory).
+    const std::filesystem::path p(path_);
+    const std::string dir = p.has_parent_path() ? p.parent_path().string() : std::string(".");
+    const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+      (void)::fsync(dfd);
+      ::close(dfd);
     }
   }
 
@@ -169,19 +183,37 @@ nlohmann::json stats_json(const SequenceStats& s) {
           {"reselect_window", s.reselect_window}};
 }
 
-void stats_from_json(const nlohmann::json& j, SequenceStats& s) {
-  s.prefill_ms = j.at("prefill_ms").get<double>();
-  s.compression_ms = j.at("compression_ms").get<double>();
-  s.peak_kv_cache_bytes = j.at("peak_kv_cache_bytes").get<size_t>();
+/// An integer field in [lo, hi]; throws std::domain_error (reported as damage) otherwise.
+int64_t int_in(const nlohmann::json& j, const char* key, int64_t lo, int64_t hi) {
+  const nlohmann::json& v = j.at(key);
+  if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi)))
+    throw std::domain_error(fmt::format("'{}' is not an integer in [{}, {}]", key, lo, hi));
+  const int64_t x = v.get<int64_t>();
+  if (x < lo || x > hi) throw std::domain_error(fmt::format("'{}' = {} is outside [{}, {}]", key, x, lo, hi));
+  return x;
+}
+
+double number(const nlohmann::json& j, const char* key) {
+  const nlohmann::json& v = j.at(key);
+  if (!v.is_number()) throw std::domain_error(fmt::format("'{}' is not a number", key));
+  return v.get<double>();
+}
+
+constexpr int64_t kMaxCount = int64_t{1} << 40;
+
+void stats_from_json(const nlohmann::json& j, SequenceStats& s, int64_t n_past) {
+  s.prefill_ms = number(j, "prefill_ms");
+  s.compression_ms = number(j, "compression_ms");
+  s.peak_kv_cache_bytes = static_cast<size_t>(int_in(j, "peak_kv_cache_bytes", 0, kMaxCount));
   s.press = j.at("press").get<std::string>();
   s.compressed = j.at("compressed").get<bool>();
-  s.budget = j.at("budget").get<int64_t>();
+  s.budget = int_in(j, "budget", 0, n_past);
   s.compression_note = j.at("compression_note").get<std::string>();
-  s.n_prompt_tokens = j.at("n_prompt_tokens").get<int64_t>();
-  s.window = j.at("window").get<int>();
-  s.n_reselections = j.at("n_reselections").get<int>();
-  s.reselect_ms = j.at("reselect_ms").get<double>();
-  s.reselect_window = j.at("reselect_window").get<int>();
+  s.n_prompt_tokens = int_in(j, "n_prompt_tokens", 0, n_past);
+  s.window = static_cast<int>(int_in(j, "window", 0, n_past));
+  s.n_reselections = static_cast<int>(int_in(j, "n_reselections", 0, 1 << 30));
+  s.reselect_ms = number(j, "reselect_ms");
+  s.reselect_window = static_cast<int>(int_in(j, "reselect_window", 0, n_past));
 }
 
 const char* kv_type_tag(KVType t) { return t == KVType::F16 ? "f16" : "f32"; }
@@ -201,34 +233,37 @@ void save_session(const Engine& engine, const Sequence& seq, const std::string& 
     for (const KVHeadCache& h : cache.layer(il).heads) row.push_back(h.size());
     heads.push_back(std::move(row));
   }
+  // The cold tier's settings are saved even when nothing went cold (a prompt the press kept
+  // whole): the restored sequence re-selects (plainly) as the saved one would.
   nlohmann::json cold = nullptr;
-  if (st.cold) {
+  if (st.opt.cold_tier.enabled) {
     nlohmann::json layers = nlohmann::json::array();
-    for (int il = 0; il < st.cold->n_layer(); ++il)
-      if (st.cold->has_layer(il)) layers.push_back({il, st.cold->n_tokens(il)});
-    cold = {{"format", st.cold->format() == ColdFormat::F16 ? "f16" : "int8"}, {"layers", layers}};
+    if (st.cold)
+      for (int il = 0; il < st.cold->n_layer(); ++il)
+        if (st.cold->has_layer(il)) layers.push_back({il, st.cold->n_tokens(il)});
+    cold = {{"format", st.opt.cold_tier.format == ColdFormat::F16 ? "f16" : "int8"}, {"layers", layers}};
   }
-  const nlohmann::json header = {
-      {"format", "snapkv-session"},
-      {"model",
-       {{"sha256", engine.model_sha256()},
-        {"arch", mi.arch},
-        {"name", mi.name},
-        {"n_layer", mi.n_layer},
-        {"n_head_kv", mi.n_head_kv},
-        {"head_dim", mi.head_dim},
-        {"n_vocab", mi.n_vocab},
-        {"layer_window", mi.layer_window}}},
-      {"kv_type", kv_type_tag(st.opt.kv_type)},
-      {"n_ctx", st.n_ctx},
-      {"n_past", st.n_past},
-      {"compressed_once", st.compressed_once},
-      {"stats", stats_json(st.stats)},
-      {"heads", heads},
-      {"cold", cold},
-      {"n_logits", st.last_logits.size()},
-      {"app_data", nlohmann::json::binary_t(std::vector<uint8_t>(app_data.begin(), app_data.end()))}};
-  const std::vector<uint8_t> hb = nlohmann::json::to_cbor(header);
+  const nlohmann::json header = {{"format", "snapkv-session"},
+                                 {"model",
+                                  {{"sha256", engine.model_sha256()},
+                                   {"arch", mi.arch},
+                                   {"name", mi.name},
+                                   {"n_layer", mi.n_layer},
+                                   {"n_head_kv", mi.n_head_kv},
+                                   {"head_dim", mi.head_dim},
+                                   {"n_vocab", mi.n_vocab},
+                                   {"layer_window", mi.layer_window}}},
+                                 {"kv_type", kv_type_tag(st.opt.kv_type)},
+                                 {"n_ctx", st.n_ctx},
+                                 {"n_past", st.n_past},
+                                 {"compressed_once", st.compressed_once},
+                                 {"stats", stats_json(st.stats)},
+                                 {"heads", heads},
+                                 {"cold", cold},
+                                 {"n_logits", st.last_logits.size()},
+                                 {"app_data_bytes", app_data.size()}};
+  const std::string hb = header.dump();
+  if (hb.size() > kMaxHeaderBytes) throw Error("save_session: the session header is too large");
 
   SessionWriter w(path);
   w.write(kMagic, sizeof(kMagic));
@@ -237,6 +272,7 @@ void save_session(const Engine& engine, const Sequence& seq, const std::string& 
   const uint64_t hn = hb.size();
   w.write(&hn, sizeof(hn));
   w.write(hb.data(), hb.size());
+  w.write(app_data.data(), app_data.size());
   const size_t rb = static_cast<size_t>(mi.head_dim) * kv_type_size(st.opt.kv_type);
   for (int il = 0; il < cache.n_layer(); ++il)
     for (const KVHeadCache& h : cache.layer(il).heads) {
@@ -272,14 +308,13 @@ LoadedSession load_session(const Engine& engine, const std::string& path, const 
   }
   uint64_t hn = 0;
   std::memcpy(&hn, r.at(16), sizeof(hn));
+  if (hn > kMaxHeaderBytes) r.damaged(fmt::format("a header of {} bytes", hn));
   r.seek(kPrefixBytes);
   const unsigned char* hp = r.take(static_cast<size_t>(hn), "the header");
-  nlohmann::json hd;
-  try {
-    hd = nlohmann::json::from_cbor(hp, hp + hn);
-  } catch (const std::exception& e) {
-    r.damaged(fmt::format("unreadable header: {}", e.what()));
-  }
+  // JSON text: nlohmann's text parser and its values' destruction do not recurse, so a deeply
+  // nested header costs memory bounded by its size, not stack.
+  nlohmann::json hd = nlohmann::json::parse(hp, hp + hn, nullptr, /*allow_exceptions=*/false);
+  if (hd.is_discarded() || !hd.is_object()) r.damaged("unreadable header");
 
   const ModelInfo& mi = engine.info();
   try {
@@ -300,9 +335,8 @@ LoadedSession load_session(const Engine& engine, const std::string& path, const 
     if (kvt != "f16" && kvt != "f32") r.damaged(fmt::format("KV type '{}'", kvt));
     SequenceOptions so;
     so.kv_type = kvt == "f16" ? KVType::F16 : KVType::F32;
-    const int64_t n_past = hd.at("n_past").get<int64_t>();
-    const int64_t saved_ctx = hd.at("n_ctx").get<int64_t>();
-    if (n_past < 0 || saved_ctx < 1 || n_past > saved_ctx) r.damaged("positions held outside the context");
+    const int64_t saved_ctx = int_in(hd, "n_ctx", 1, int64_t{1} << 30);
+    const int64_t n_past = int_in(hd, "n_past", 0, saved_ctx);
     if (opt.n_ctx < 0 || (opt.n_ctx > 0 && opt.n_ctx < n_past))
       throw Error(
           fmt::format("load_session: context of {} tokens cannot hold the session's {} positions", opt.n_ctx, n_past));
@@ -319,7 +353,17 @@ LoadedSession load_session(const Engine& engine, const std::string& path, const 
     Sequence::State& st = seq->state();
     st.n_past = n_past;
     st.compressed_once = hd.at("compressed_once").get<bool>();
-    stats_from_json(hd.at("stats"), st.stats);
+    stats_from_json(hd.at("stats"), st.stats, n_past);
+    if (st.stats.press != "none") {
+      try {
+        (void)make_press(PressSpec::parse(st.stats.press));  // a spec the presses accept, as re-selection reads it
+      } catch (const Error& e) {
+        r.damaged(fmt::format("press '{}': {}", st.stats.press, e.what()));
+      }
+    }
+    const auto app_n = static_cast<size_t>(int_in(hd, "app_data_bytes", 0, kMaxCount));
+    const unsigned char* app_p = r.take(app_n, "the app data");
+    std::string app_data(reinterpret_cast<const char*>(app_p), app_n);
 
     const auto& heads = hd.at("heads");
     if (!heads.is_array() || static_cast<int>(heads.size()) != mi.n_layer) r.damaged("per-layer entry counts");
@@ -329,12 +373,18 @@ LoadedSession load_session(const Engine& engine, const std::string& path, const 
       const auto& row = heads.at(static_cast<size_t>(il));
       if (!row.is_array() || static_cast<int>(row.size()) != mi.n_head_kv) r.damaged("per-head entry counts");
       for (int h = 0; h < mi.n_head_kv; ++h) {
-        const int64_t n = row.at(static_cast<size_t>(h)).get<int64_t>();
-        if (n < 0 || n > n_past)
-          r.damaged(fmt::format("layer {} head {} holds {} entries of {} positions", il, h, n, n_past));
+        const nlohmann::json& nj = row.at(static_cast<size_t>(h));
+        if (!nj.is_number_integer() || nj.get<int64_t>() < 0 || nj.get<int64_t>() > n_past)
+          r.damaged(fmt::format("layer {} head {}: entry count outside [0, {}]", il, h, n_past));
+        const int64_t n = nj.get<int64_t>();
+        const int win = mi.layer_window[static_cast<size_t>(il)];
+        if (win > 0 && n > win + mi.window_slack)
+          r.damaged(
+              fmt::format("sliding-window layer {} head {} holds {} entries, more than its window {}", il, h, n, win));
         const auto un = static_cast<size_t>(n);
+        const unsigned char* pp = r.take(un * sizeof(int32_t), "positions");  // before any allocation
         pos.resize(un);
-        std::memcpy(pos.data(), r.take(un * sizeof(int32_t), "positions"), un * sizeof(int32_t));
+        std::memcpy(pos.data(), pp, un * sizeof(int32_t));
         if (n > 0 && pos.back() >= n_past) r.damaged(fmt::format("layer {} head {}: a position >= {}", il, h, n_past));
         const unsigned char* k = r.take(un * rb, "K rows");
         const unsigned char* v = r.take(un * rb, "V rows");
@@ -345,33 +395,50 @@ LoadedSession load_session(const Engine& engine, const std::string& path, const 
         }
       }
     }
-    if (!cold.is_null()) {
+    const nlohmann::json cold_layers = cold.is_null() ? nlohmann::json::array() : cold.at("layers");
+    if (!cold_layers.is_array()) r.damaged("cold layers");
+    if (!cold_layers.empty()) {
+      if (!st.stats.compressed || st.stats.press == "none")
+        r.damaged("cold layers of a prompt that was not compressed");
       st.cold = std::make_shared<ColdStore>(mi.n_layer, mi.n_head_kv, mi.head_dim, so.cold_tier);
       const size_t crb = cold_row_bytes(so.cold_tier.format, mi.head_dim);
-      for (const auto& l : cold.at("layers")) {
-        const int il = l.at(0).get<int>();
-        const int64_t n = l.at(1).get<int64_t>();
-        if (il < 0 || il >= mi.n_layer || mi.layer_window[static_cast<size_t>(il)] > 0 || n < 1 || n > n_past)
-          r.damaged(fmt::format("cold layer {} of {} rows", il, n));
+      const int64_t L = st.stats.n_prompt_tokens;
+      for (const auto& l : cold_layers) {
+        if (!l.is_array() || l.size() != 2 || !l[0].is_number_integer() || !l[1].is_number_integer())
+          r.damaged("a cold layer record");
+        const int64_t il = l[0].get<int64_t>();
+        const int64_t n = l[1].get<int64_t>();
+        if (il < 0 || il >= mi.n_layer || mi.layer_window[static_cast<size_t>(il)] > 0 || n != L || n < 1)
+          r.damaged(fmt::format("cold layer {} of {} rows (the compressed prompt has {} tokens)", il, n, L));
+        // Re-selection needs every entry after the prompt hot in a cold layer's heads.
+        for (const KVHeadCache& hc : st.cache.layer(static_cast<int>(il)).heads) {
+          const auto p = hc.positions();
+          const auto after =
+              static_cast<int64_t>(p.end() - std::lower_bound(p.begin(), p.end(), static_cast<int32_t>(L)));
+          if (after != n_past - L)
+            r.damaged(fmt::format("cold layer {}: a head holds {} entries after the prompt, expected {}", il, after,
+                                  n_past - L));
+        }
         const size_t bytes = static_cast<size_t>(mi.n_head_kv) * 2 * static_cast<size_t>(n) * crb;
         const unsigned char* p = r.take(bytes, "cold rows");
         try {
-          st.cold->put_encoded(il, n, {p, bytes});
+          st.cold->put_encoded(static_cast<int>(il), n, {p, bytes});
         } catch (const Error& e) {
           r.damaged(e.what());
         }
       }
     }
-    const auto n_logits = hd.at("n_logits").get<size_t>();
+    const auto n_logits = static_cast<size_t>(int_in(hd, "n_logits", 0, mi.n_vocab));
     if (n_logits != 0 && n_logits != static_cast<size_t>(mi.n_vocab)) r.damaged("logits count");
     st.last_logits.resize(n_logits);
     std::memcpy(st.last_logits.data(), r.take(n_logits * sizeof(float), "logits"), n_logits * sizeof(float));
     if (r.pos() != r.size() - kDigestBytes)
       r.damaged(fmt::format("{} bytes after the payload", r.size() - kDigestBytes - r.pos()));
     st.update_stats();
-    const auto& ad = hd.at("app_data").get_binary();
-    return {std::move(seq), std::string(ad.begin(), ad.end())};
+    return {std::move(seq), std::move(app_data)};
   } catch (const nlohmann::json::exception& e) {
+    r.damaged(fmt::format("header: {}", e.what()));
+  } catch (const std::domain_error& e) {
     r.damaged(fmt::format("header: {}", e.what()));
   }
 }

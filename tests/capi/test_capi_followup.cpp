@@ -72,7 +72,7 @@ TEST(CApiFollowUp, SavedAndLoadedSessionReselectsAsTheOriginal) {
   const fs::path file = fs::temp_directory_path() / ("snapkv_capi_session_" + std::to_string(::getpid()) + ".snkv");
   ASSERT_EQ(snapkv_session_save(doc.get(), file.c_str()), SNAPKV_OK) << snapkv_last_error();
   snapkv_sequence* l = nullptr;
-  ASSERT_EQ(snapkv_session_load(e.get(), file.c_str(), nullptr, &l), SNAPKV_OK) << snapkv_last_error();
+  ASSERT_EQ(snapkv_session_load(e.get(), file.c_str(), nullptr, 0, &l), SNAPKV_OK) << snapkv_last_error();
   SequencePtr loaded(l);
   snapkv_stats ls{};
   ASSERT_EQ(snapkv_sequence_stats(loaded.get(), &ls), SNAPKV_OK);
@@ -87,6 +87,20 @@ TEST(CApiFollowUp, SavedAndLoadedSessionReselectsAsTheOriginal) {
   ASSERT_EQ(a.logits.size(), 5u);
   EXPECT_EQ(a.logits, b.logits);
 
+  // A larger context and a disk cold tier; a context too small for what it holds; a bad cold_dir.
+  {
+    snapkv_sequence* big = nullptr;
+    ASSERT_EQ(snapkv_session_load(e.get(), file.c_str(), fs::temp_directory_path().c_str(), 4096, &big), SNAPKV_OK)
+        << snapkv_last_error();
+    EXPECT_EQ(snapkv_sequence_n_ctx(big), 4096);
+    const Sampled c = ask(big, q, info.n_vocab);
+    EXPECT_EQ(c.logits, a.logits);
+    snapkv_sequence_free(big);
+    snapkv_sequence* small = nullptr;
+    EXPECT_EQ(snapkv_session_load(e.get(), file.c_str(), nullptr, 10, &small), SNAPKV_ERR_IO);
+    EXPECT_EQ(snapkv_session_load(e.get(), file.c_str(), "/nonexistent/dir", 0, &small), SNAPKV_ERR_IO);
+    EXPECT_EQ(small, nullptr);
+  }
   // Damaged and missing files, misuse.
   {
     std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
@@ -94,12 +108,13 @@ TEST(CApiFollowUp, SavedAndLoadedSessionReselectsAsTheOriginal) {
     f.put('\x7f');
   }
   snapkv_sequence* bad = nullptr;
-  EXPECT_EQ(snapkv_session_load(e.get(), file.c_str(), nullptr, &bad), SNAPKV_ERR_IO);
+  EXPECT_EQ(snapkv_session_load(e.get(), file.c_str(), nullptr, 0, &bad), SNAPKV_ERR_IO);
   EXPECT_NE(std::string(snapkv_last_error()).find("damaged"), std::string::npos) << snapkv_last_error();
   EXPECT_EQ(bad, nullptr);
   fs::remove(file);
-  EXPECT_EQ(snapkv_session_load(e.get(), file.c_str(), nullptr, &bad), SNAPKV_ERR_IO);
-  EXPECT_EQ(snapkv_session_load(e.get(), nullptr, nullptr, &bad), SNAPKV_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(snapkv_session_load(e.get(), file.c_str(), nullptr, 0, &bad), SNAPKV_ERR_IO);
+  EXPECT_EQ(snapkv_session_load(e.get(), nullptr, nullptr, 0, &bad), SNAPKV_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(snapkv_session_load(e.get(), file.c_str(), nullptr, -1, &bad), SNAPKV_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(snapkv_session_save(doc.get(), nullptr), SNAPKV_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(snapkv_session_save(doc.get(), "/nonexistent/dir/s.snkv"), SNAPKV_ERR_IO);
   EXPECT_EQ(snapkv_sequence_new_cold(e.get(), 0, SNAPKV_KV_F16, "int4", &bad), SNAPKV_ERR_INVALID_ARGUMENT);

@@ -131,8 +131,9 @@ TEST(CliFollowUp, SavedSessionAnswersAsOneProcessDoes) {
       "the press is the saved session's");
   err({"run", "-m", stories(), "--load-session", file.string()}, "give --question");
   err({"run", "-m", stories(), "--load-session", file.string(), "--cold-tier", "f16", "--question", "Q"}, "disk:DIR");
-  if (std::filesystem::exists(smollm2_path()))
-    err({"run", "-m", smollm2_path().string(), "--load-session", file.string(), "--question", "Q"}, "another model");
+  err({"run", "-m", (shared_dir() / "models" / "llama-2-tiny-random.gguf").string(), "--load-session", file.string(),
+       "--question", "Q"},
+      "another model");
   std::filesystem::resize_file(file, std::filesystem::file_size(file) - 7);
   err({"run", "-m", stories(), "--load-session", file.string(), "--question", "Q"}, "damaged");
   std::filesystem::remove(file);
@@ -166,6 +167,17 @@ TEST(CliFollowUp, SmolLM2SavedDocumentAnswersBothNumbersWithReselection) {
   run(with({"--chat", "-p", doc, "--cold-tier", "int8", "--save-session", file.string()}, press));
   const json loaded = run({"--load-session", file.string(), "--question", q1, "--question", q2});
   const json plain = run(with({"--chat", "-p", doc, "--question", q1, "--question", q2}, press));
+  const json one = run(with({"--chat", "-p", doc, "--cold-tier", "int8", "--question", q1, "--question", q2}, press));
+  ASSERT_EQ(one["answers"].size(), 2u);
+  // The loaded session answers exactly as one process does (the chat prompt is re-rendered from
+  // the saved conversation).
+  for (size_t i = 0; i < 2; ++i)
+    EXPECT_EQ(loaded["answers"][i]["generated_token_ids"], one["answers"][i]["generated_token_ids"]) << i;
+  // Another template renders the saved conversation differently: refused.
+  const auto r = run_cli({"run", "-m", smollm2_path().string(), "--load-session", file.string(), "--chat-template",
+                          "gemma", "--question", q1});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("renders the saved conversation differently"), std::string::npos) << r.err;
   ASSERT_EQ(loaded["answers"].size(), 2u);
   ASSERT_EQ(plain["answers"].size(), 2u);
   // 12 greedy tokens: "The special magic number for river is 4817" — the digits come one by one.

@@ -1,8 +1,9 @@
 // Saved sessions (issue 10, snapkv/session.h): a compressed document written to a file and
 // restored answers follow-up questions exactly as the sequence that was saved — same cache bits,
 // same cold rows, same logits, same greedy tokens — from RAM or a disk cold tier; a damaged file,
-// a file of another model, a file that is not a session and misuse are clear errors; a failed
-// save keeps the file that was there.
+// a file of another model, a file that is not a session and misuse are clear errors — also files
+// crafted with a valid checksum (it is not a MAC) whose header lies; a failed save keeps the file
+// that was there.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -10,8 +11,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <nlohmann/json.hpp>
 #include <string>
 
+#include "core/sha256.h"
 #include "runtime/runtime_util.h"
 #include "runtime/sequence_state.h"
 #include "snapkv/error.h"
@@ -250,6 +253,111 @@ TEST(Session, MisuseIsAClearErrorAndAFailedSaveKeepsTheOldFile) {
   for (const auto& it : fs::directory_iterator(d.path)) n_files += it.is_regular_file() ? 1 : 0;
   EXPECT_EQ(n_files, 1u);
   EXPECT_EQ(load_session(*e, file.string()).app_data, "first");
+}
+
+/// A session file taken apart: the header JSON and the bytes after it (payload without checksum).
+struct SessionParts {
+  nlohmann::json header;
+  std::string header_text;
+  std::string payload;
+};
+SessionParts split(const std::string& bytes) {
+  uint64_t hn = 0;
+  std::memcpy(&hn, bytes.data() + 16, 8);
+  SessionParts p;
+  p.header_text = bytes.substr(24, hn);
+  p.header = nlohmann::json::parse(p.header_text);
+  p.payload = bytes.substr(24 + hn, bytes.size() - 32 - 24 - hn);
+  return p;
+}
+/// Reassembles a session file around `header_text`, with a correct checksum.
+std::string assemble(const std::string& original, const std::string& header_text, const std::string& payload) {
+  std::string out = original.substr(0, 16);
+  const uint64_t hn = header_text.size();
+  out.append(reinterpret_cast<const char*>(&hn), 8);
+  out += header_text;
+  out += payload;
+  Sha256 h;
+  h.update(out.data(), out.size());
+  const auto d = h.digest();
+  out.append(reinterpret_cast<const char*>(d.data()), d.size());
+  return out;
+}
+
+TEST(Session, CraftedFilesWithAValidChecksumAreClearErrors) {
+  auto e = rtest::stories();
+  Workspace ws(*e);
+  TempDir d;
+  auto s = compressed_document(*e, "int8", ws);
+  const auto good = d.path / "good.snkv";
+  save_session(*e, *s, good.string());
+  const std::string bytes = read_all(good);
+  const SessionParts parts = split(bytes);
+  const auto bad = d.path / "crafted.snkv";
+  auto expect_damaged = [&](const std::string& header_text, const std::string& payload, const std::string& what) {
+    write_all(bad, assemble(bytes, header_text, payload));
+    try {
+      load_session(*e, bad.string());
+      ADD_FAILURE() << "loaded: " << what;
+    } catch (const Error& err) {
+      EXPECT_NE(std::string(err.what()).find("damaged"), std::string::npos) << what << ": " << err.what();
+    }
+  };
+  auto with = [&](const std::function<void(nlohmann::json&)>& f) {
+    nlohmann::json h = parts.header;
+    f(h);
+    return h.dump();
+  };
+  // The assembly itself is right: the unchanged parts load.
+  write_all(bad, assemble(bytes, parts.header_text, parts.payload));
+  EXPECT_NO_THROW(load_session(*e, bad.string()));
+
+  expect_damaged(with([](auto& h) { h["stats"]["press"] = "snapkv:budget=64,window=16,sinks=-10000000"; }),
+                 parts.payload, "negative sinks");
+  expect_damaged(with([](auto& h) { h["stats"]["press"] = "snapkv:window=question,window_min=10,window_max=5"; }),
+                 parts.payload, "reversed window bounds");
+  expect_damaged(with([](auto& h) { h["stats"]["press"] = "nopress"; }), parts.payload, "unknown press");
+  // Counts far beyond the file: refused before anything of that size is allocated.
+  expect_damaged(with([](auto& h) {
+                   h["n_ctx"] = int64_t{1} << 30;
+                   h["n_past"] = int64_t{1} << 30;
+                   h["heads"][0][0] = int64_t{1} << 30;
+                 }),
+                 parts.payload, "huge entry count");
+  expect_damaged(with([](auto& h) { h["n_past"] = 1e300; }), parts.payload, "a float count");
+  expect_damaged(with([](auto& h) { h["n_past"] = -1; }), parts.payload, "negative positions");
+  expect_damaged(with([](auto& h) { h["stats"]["budget"] = -5; }), parts.payload, "negative budget");
+  expect_damaged(with([](auto& h) { h["stats"]["compressed"] = false; }), parts.payload, "cold layers uncompressed");
+  expect_damaged(with([](auto& h) { h["app_data_bytes"] = 1u << 30; }), parts.payload, "app data past the end");
+  // A cold layer shorter than the prompt: re-selection would fail on it.
+  expect_damaged(with([](auto& h) { h["cold"]["layers"][0][1] = 50; }), parts.payload, "short cold layer");
+  // A hot head missing an entry after the prompt (count and payload unchanged otherwise): the
+  // counts no longer match the payload.
+  expect_damaged(with([](nlohmann::json& h) { h["heads"][0][0] = h["heads"][0][0].get<int64_t>() - 1; }), parts.payload,
+                 "a count that does not match the payload");
+  // A header nested a million levels deep, and one that is not JSON: no crash.
+  expect_damaged(std::string(1000000, '[') + std::string(1000000, ']'), parts.payload, "deep nesting");
+  expect_damaged("{not json", parts.payload, "not JSON");
+  expect_damaged("[]", parts.payload, "not an object");
+}
+
+TEST(Session, AColdTierSequenceThePressKeptWholeStaysOne) {
+  auto e = rtest::stories();
+  Workspace ws(*e);
+  TempDir d;
+  SequenceOptions so;
+  so.cold_tier = parse_cold_tier("f16");
+  auto s = e->new_sequence(so);
+  PrefillOptions po;
+  po.press = PressSpec::parse("snapkv:budget=1000,window=16");  // the prompt fits: nothing goes cold
+  e->prefill(*s, prompt(100, e->info().n_vocab, 51), po, ws);
+  ASSERT_FALSE(s->stats().compressed);
+  save_session(*e, *s, (d.path / "whole.snkv").string());
+  LoadedSession ls = load_session(*e, (d.path / "whole.snkv").string());
+  EXPECT_TRUE(ls.sequence->cold_tier().enabled);
+  EXPECT_EQ(ls.sequence->cold_tier().format, ColdFormat::F16);
+  const auto q = prompt(8, e->info().n_vocab, 52, -1);
+  EXPECT_EQ(answer(*e, *s, q, true, 3, ws), answer(*e, *ls.sequence, q, true, 3, ws));
 }
 
 }  // namespace
