@@ -92,6 +92,7 @@ int eval_command(const EvalOptions& o) {
   cfg.answer_prefix = o.answer_prefix == "on";
   cfg.gen_tokens = o.gen_tokens;
   cfg.kv_type = o.kv_type == "f32" ? KVType::F32 : KVType::F16;
+  cfg.cold_tier = parse_cold_tier(o.cold_tier);
   cfg.threads = o.threads > 0 ? o.threads : available_cores();
   cfg.independent = o.no_fork;
 

@@ -12,9 +12,9 @@
 #include <map>
 #include <set>
 
+#include "core/sha256.h"
 #include "eval/haystack.h"
 #include "eval/report.h"
-#include "core/sha256.h"
 #include "eval/tasks.h"
 #include "snapkv/snapkv.h"
 #include "snapkv_git_commit.h"  // generated at build time (cmake/git_commit.cmake)
@@ -161,13 +161,14 @@ nlohmann::ordered_json config_json(const EvalConfig& cfg, const Engine& e, const
   j["prompt_format"] = fmt.name();
   j["gen_tokens"] = cfg.gen_tokens;
   j["kv_type"] = cfg.kv_type == KVType::F16 ? "f16" : "f32";
+  j["cold_tier"] = cold_tier_name(cfg.cold_tier);  // the reselect protocol's
   j["threads"] = cfg.threads;
   j["independent"] = cfg.independent;
   j["decoding"] = "greedy";
   const TextSource& t = natural_text();
   j["text"] = {{"dir", t.dir}, {"files", t.files}, {"bytes", t.raw.size()}, {"sha256", t.sha256}};
   const auto [commit, dirty] = source_git_commit();
-  j["snapkv"] = {{"version", "0.1.0"}, {"git_commit", commit}, {"git_dirty", dirty}};
+  j["snapkv"] = {{"version", SNAPKV_PROJECT_VERSION}, {"git_commit", commit}, {"git_dirty", dirty}};
   const std::time_t now = std::time(nullptr);
   char buf[64];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
@@ -230,6 +231,7 @@ SuiteResult run_suite(const EvalConfig& cfg, const std::string& out_dir, bool re
   ro.independent = cfg.independent;
   ro.kv_type = cfg.kv_type;
   ro.gen_tokens = cfg.gen_tokens;
+  ro.cold_tier = cfg.cold_tier;
   Runner runner(*engine, ws, ro);
 
   // Samples: by length, then task, then index (and depth).
