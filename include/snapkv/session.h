@@ -36,11 +36,11 @@ struct LoadedSession {
 /// Writes `seq` (not prefilling) to `path`. `app_data`: bytes the caller wants back from
 /// load_session (the CLI keeps the prompt rendering there). The file is written next to `path`
 /// under a temporary name, flushed and renamed over `path`, so an existing file is replaced only
-/// by a complete one. Not saved: the kept-positions log and retained window queries (a restored
-/// sequence cannot be compress()ed). Size: the hot KV bytes + 4 B per entry + the cold bytes +
-/// n_vocab x 4 B of logits + a small JSON header.
-/// Throws snapkv::Error for a sequence with a pending prefill or of another engine's model, or a
-/// file that cannot be written (naming it and why).
+/// by a complete one; the file is readable by its owner only (mode 0600: it holds the document's
+/// keys and values). The loader maps the file: do not truncate it while a load runs. Not saved: the kept-positions log
+/// and retained window queries (a restored sequence cannot be compress()ed). Size: the hot KV bytes + 4 B per entry +
+/// the cold bytes + n_vocab x 4 B of logits + a small JSON header. Throws snapkv::Error for a sequence with a pending
+/// prefill or of another engine's model, or a file that cannot be written (naming it and why).
 void save_session(const Engine& engine, const Sequence& seq, const std::string& path, std::string_view app_data = {});
 
 /// Restores a session written by save_session with the same model: the sequence equals the saved
