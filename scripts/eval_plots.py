@@ -89,7 +89,7 @@ def niah_heatmaps(d, records, out):
         k = (r["press"], r["protocol"])
         labels[k] = press_label(r)
         cells[k][(round(r["depth"] * 100), r["length"])].append(r["score"])
-    protos = ["aware", "agnostic", "multi", "multi_aware", "reselect"]
+    protos = ["aware", "agnostic", "multi", "reselect"]
     keys = sorted(cells, key=lambda k: (press_key(labels[k]), k[0], protos.index(k[1]) if k[1] in protos else 9))
     for k in keys:
         fig, ax = plt.subplots(figsize=(1.2 + 1.1 * len({ll for _, ll in cells[k]}),
@@ -157,7 +157,7 @@ def score_plots(d, rows, out):
         if r.get("score") is not None:
             by_task[r["task"]].append(r)
     for task, rs in by_task.items():
-        protocols = sorted({r["protocol"] for r in rs}, key=["aware", "agnostic", "multi", "multi_aware", "reselect"].index)
+        protocols = sorted({r["protocol"] for r in rs}, key=["aware", "agnostic", "multi", "reselect"].index)
         lengths = sorted({r["length"] for r in rs})
         fig, axes = plt.subplots(1, len(protocols), figsize=(4.6 * len(protocols), 3.6), squeeze=False,
                                  sharey=True)

@@ -263,8 +263,7 @@ void add_eval_options(CLI::App& ev, snapkv::cli::EvalOptions& o) {
   ev.add_option("--protocol", o.protocol,
                 "aware (question in the window), agnostic (context compressed alone), multi (several questions after "
                 "one compression), reselect (multi with a cold tier: each question re-selects; issue 10), "
-                "multi_aware (the first question compressed with the context, later ones after it: plain SnapKV's "
-                "follow-ups), both (aware,agnostic), all (aware,agnostic,multi)")
+                "both (aware,agnostic), all (aware,agnostic,multi)")
       ->capture_default_str();
   ev.add_option("--cold-tier", o.cold_tier, "cold tier of the reselect protocol: int8, f16 or disk:DIR")
       ->capture_default_str()

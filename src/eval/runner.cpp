@@ -48,17 +48,14 @@ const char* protocol_name(Protocol p) {
       return "continuation";
     case Protocol::Reselect:
       return "reselect";
-    case Protocol::MultiAware:
-      return "multi_aware";
   }
   return "?";
 }
 
 Protocol parse_protocol(const std::string& s) {
-  for (Protocol p : {Protocol::Aware, Protocol::Agnostic, Protocol::Multi, Protocol::Continuation, Protocol::Reselect,
-                     Protocol::MultiAware})
+  for (Protocol p : {Protocol::Aware, Protocol::Agnostic, Protocol::Multi, Protocol::Continuation, Protocol::Reselect})
     if (s == protocol_name(p)) return p;
-  throw Error(fmt::format("unknown protocol '{}' (aware, agnostic, multi, reselect, multi_aware)", s));
+  throw Error(fmt::format("unknown protocol '{}' (aware, agnostic, multi, reselect)", s));
 }
 
 PressRun resolve_press(const std::string& text) {
@@ -153,7 +150,7 @@ std::vector<Record> Runner::run(const Sample& s, const std::vector<PressRun>& pr
   if (fid != (p == Protocol::Continuation))
     throw Error(
         fmt::format("{}: protocol {} does not apply (fidelity takes continuation, the other tasks aware, "
-                    "agnostic, multi, reselect or multi_aware)",
+                    "agnostic, multi or reselect)",
                     s.id, protocol_name(p)));
   return fid ? run_fidelity(s, presses, skip) : run_generate(s, presses, p, skip);
 }
@@ -263,15 +260,12 @@ std::vector<Record> Runner::run_generate(const Sample& s, const std::vector<Pres
   Workspace& ws = *ws_;
   const int gen = opt_.gen_tokens > 0 ? opt_.gen_tokens : s.gen_tokens;
   std::vector<int32_t> prompt = s.ids.context;
-  // The question in the compressed prompt: aware's, or multi_aware's first.
-  const std::vector<int32_t>& q_in = p == Protocol::MultiAware ? s.questions.at(0).ids : s.ids.question;
-  const bool aware = p == Protocol::Aware || p == Protocol::MultiAware;
-  if (aware) prompt.insert(prompt.end(), q_in.begin(), q_in.end());
+  if (p == Protocol::Aware) prompt.insert(prompt.end(), s.ids.question.begin(), s.ids.question.end());
   const auto n_prompt = static_cast<int64_t>(prompt.size());
   // The question span of the compressed prompt (window=question): the question and the template's
-  // closing tokens in the aware protocols; unknown (0) when the context is compressed alone.
-  const int64_t n_question = aware ? static_cast<int64_t>(q_in.size()) : 0;
-  const bool multi = p == Protocol::Multi || p == Protocol::Reselect || p == Protocol::MultiAware;
+  // closing tokens in the aware protocol; unknown (0) when the context is compressed alone.
+  const int64_t n_question = p == Protocol::Aware ? static_cast<int64_t>(s.ids.question.size()) : 0;
+  const bool multi = p == Protocol::Multi || p == Protocol::Reselect;
   const int n_questions = multi ? static_cast<int>(s.questions.size()) : 1;
   SequenceOptions so;
   so.n_ctx = std::max<int64_t>(s.length, static_cast<int64_t>(s.ids.size()) + gen);
@@ -367,20 +361,16 @@ std::vector<Record> Runner::run_generate(const Sample& s, const std::vector<Pres
       j.rec.question = q;
       j.rec.expected = qq.expected;
       j.rec.n_prompt_tokens = static_cast<int64_t>(s.ids.context.size() + qq.ids.size());
-      if (p == Protocol::MultiAware && q > 0) j.rec.n_prompt_tokens += static_cast<int64_t>(q_in.size());
       if (opt_.independent) {
         j.seq = compressed(j.rec);
       } else {
         j.seq = k + 1 < t.questions.size() ? c->fork() : std::move(c);
       }
-      // multi_aware's first question is in the compressed prompt: it is answered from there.
-      if (p != Protocol::MultiAware || q > 0) {
-        const auto t0 = Clock::now();
-        PrefillOptions pq;
-        pq.reselect = p == Protocol::Reselect;  // the question re-selects from the cold tier
-        e.prefill(*j.seq, qq.ids, pq, ws);
-        j.rec.question_ms = ms_since(t0);
-      }
+      const auto t0 = Clock::now();
+      PrefillOptions pq;
+      pq.reselect = p == Protocol::Reselect;  // the question re-selects from the cold tier
+      e.prefill(*j.seq, qq.ids, pq, ws);
+      j.rec.question_ms = ms_since(t0);
       pending.push_back(std::move(j));
       if (static_cast<int>(pending.size()) >= opt_.max_decode_rows) flush();
     }

@@ -26,14 +26,10 @@ namespace snapkv::eval {
 
 /// Aware: question in the compressed prompt. Agnostic: context compressed alone, then the
 /// question. Multi: the context compressed once, each question from a copy of it. Reselect: as
-/// Multi with a cold tier, each question re-selecting the hot entries (issue 10). MultiAware:
-/// the context and the first question compressed together (the first question in the
-/// observation window: plain SnapKV as a chat user meets it), the first answered from that, each
-/// later question appended after context + first question on a copy (issue 10's baseline).
-enum class Protocol { Aware, Agnostic, Multi, Continuation, Reselect, MultiAware };
+/// Multi with a cold tier, each question re-selecting the hot entries (issue 10).
+enum class Protocol { Aware, Agnostic, Multi, Continuation, Reselect };
 
-/// "aware", "agnostic", "multi", "continuation", "reselect", "multi_aware"; parse_protocol throws
-/// snapkv::Error otherwise.
+/// "aware", "agnostic", "multi", "continuation", "reselect"; parse_protocol throws snapkv::Error otherwise.
 const char* protocol_name(Protocol p);
 Protocol parse_protocol(const std::string& s);
 

@@ -1,7 +1,6 @@
 // The fork-based runner: a press whose budget covers the whole prompt scores exactly as none,
 // sample by sample; one prefill + forks gives what independent runs (a fresh prefill with the
-// press, decoded alone) give, for every protocol (reselect: with the cold tier; multi_aware: the
-// first question in the compressed prompt) and the fidelity
+// press, decoded alone) give, for every protocol (reselect: with the cold tier) and the fidelity
 // measure (stories260K; SmolLM2: test_runner_real.cpp, without reselect).
 #include <gtest/gtest.h>
 
@@ -27,11 +26,9 @@ TEST(Runner, PressWithBudgetCoveringThePromptScoresExactlyAsNone) {
   Runner run(*e, ws, ro);
   const auto ps = presses({"none", "snapkv:budget=100000", "knorm:budget=4096,window=8", "tova:ratio=0"});
   for (const Sample& s : samples(g, kTinyCases, 2)) {
-    for (Protocol p :
-         {Protocol::Aware, Protocol::Agnostic, Protocol::Multi, Protocol::Reselect, Protocol::MultiAware}) {
+    for (Protocol p : {Protocol::Aware, Protocol::Agnostic, Protocol::Multi, Protocol::Reselect}) {
       const auto recs = run.run(s, ps, p);
-      const size_t nq =
-          p == Protocol::Multi || p == Protocol::Reselect || p == Protocol::MultiAware ? s.questions.size() : 1;
+      const size_t nq = p == Protocol::Multi || p == Protocol::Reselect ? s.questions.size() : 1;
       ASSERT_EQ(recs.size(), ps.size() * nq) << s.id;
       for (size_t k = 0; k < recs.size(); ++k) {
         const Record& none = recs[k % nq];  // press-major: the first nq records are none's
@@ -40,33 +37,6 @@ TEST(Runner, PressWithBudgetCoveringThePromptScoresExactlyAsNone) {
         EXPECT_EQ(recs[k].kv_cache_bytes, none.kv_cache_bytes) << recs[k].press;
         expect_same(recs[k], none, s.id + " " + protocol_name(p));
       }
-    }
-  }
-}
-
-TEST(Runner, MultiAwareAsksTheFirstQuestionAsAware) {
-  auto e = etest::stories();
-  Workspace ws(*e);
-  PromptFormat pf(*e, ChatMode::Off);
-  Generator g(pf);
-  RunnerOptions ro;
-  ro.gen_tokens = 16;
-  Runner run(*e, ws, ro);
-  const auto ps = presses({"none", "snapkv:budget=64,window=16", "snapkv:ratio=0.75,window=question"});
-  for (const Sample& s : samples(g, {{"niah_single_1", 640, -1}, {"niah_multikey_1", 640, -1}}, 1)) {
-    const auto aware = run.run(s, ps, Protocol::Aware);
-    const auto multi = run.run(s, ps, Protocol::MultiAware);
-    const size_t nq = s.questions.size();
-    ASSERT_EQ(multi.size(), ps.size() * nq);
-    for (size_t i = 0; i < ps.size(); ++i) {
-      const Record& first = multi[i * nq];
-      EXPECT_EQ(first.question, 0);
-      EXPECT_EQ(first.kv_cache_bytes, aware[i].kv_cache_bytes) << s.id << " " << first.press;
-      // The first question is the aware prompt's own when the task has one question.
-      if (nq == 1) expect_same(first, aware[i], s.id + " multi_aware vs aware");
-      for (size_t q = 1; q < nq; ++q)  // later questions come after context + first question
-        EXPECT_EQ(multi[i * nq + q].n_prompt_tokens,
-                  static_cast<int64_t>(s.ids.context.size() + s.questions[0].ids.size() + s.questions[q].ids.size()));
     }
   }
 }
@@ -80,9 +50,8 @@ TEST(Runner, ForkBasedEqualsIndependentRunsTiny) {
   const auto ps = presses({"none", "snapkv:budget=64,window=16", "streamingllm:budget=48", "tova:budget=80,window=8",
                            "h2o:budget=64,window=8", "adakv:ratio=0.5", "pyramidkv:ratio=0.75,window=16",
                            "knorm:budget=100,window=4", "random:ratio=0.5"});
-  fork_equals_independent(
-      *e, samples(g, cases, 1), ps, 24,
-      {Protocol::Aware, Protocol::Agnostic, Protocol::Multi, Protocol::Reselect, Protocol::MultiAware});
+  fork_equals_independent(*e, samples(g, cases, 1), ps, 24,
+                          {Protocol::Aware, Protocol::Agnostic, Protocol::Multi, Protocol::Reselect});
 }
 
 TEST(Runner, ProtocolMustFitTheSampleAndSkipDropsWork) {
