@@ -384,7 +384,7 @@ LoadedSession load_session(const Engine& engine, const std::string& path, const 
         const auto un = static_cast<size_t>(n);
         const unsigned char* pp = r.take(un * sizeof(int32_t), "positions");  // before any allocation
         pos.resize(un);
-        std::memcpy(pos.data(), pp, un * sizeof(int32_t));
+        if (un > 0) std::memcpy(pos.data(), pp, un * sizeof(int32_t));
         if (n > 0 && pos.back() >= n_past) r.damaged(fmt::format("layer {} head {}: a position >= {}", il, h, n_past));
         const unsigned char* k = r.take(un * rb, "K rows");
         const unsigned char* v = r.take(un * rb, "V rows");
@@ -431,7 +431,8 @@ LoadedSession load_session(const Engine& engine, const std::string& path, const 
     const auto n_logits = static_cast<size_t>(int_in(hd, "n_logits", 0, mi.n_vocab));
     if (n_logits != 0 && n_logits != static_cast<size_t>(mi.n_vocab)) r.damaged("logits count");
     st.last_logits.resize(n_logits);
-    std::memcpy(st.last_logits.data(), r.take(n_logits * sizeof(float), "logits"), n_logits * sizeof(float));
+    const unsigned char* lp = r.take(n_logits * sizeof(float), "logits");
+    if (n_logits > 0) std::memcpy(st.last_logits.data(), lp, n_logits * sizeof(float));  // data() may be null
     if (r.pos() != r.size() - kDigestBytes)
       r.damaged(fmt::format("{} bytes after the payload", r.size() - kDigestBytes - r.pos()));
     st.update_stats();
