@@ -365,14 +365,18 @@ int run_command(const RunOptions& opt) {
   GenerateResult r;
   std::vector<Answer> answers;
   double doc_ms = load_ms;
-  if (!o.save_session.empty()) {
-    // The document once (compressed, its cold tier filled), saved before any question.
+  // The document alone, compressed once (its cold tier filled): before --save-session or the
+  // questions; returns its time.
+  auto prefill_document = [&] {
     const auto t0 = std::chrono::steady_clock::now();
     PrefillOptions po;
     po.press = press_spec;
     po.progress = go.on_prefill_progress;
     engine->prefill(*seq, ctx_tokens, po, ws);
-    doc_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  };
+  if (!o.save_session.empty()) {
+    doc_ms = prefill_document();  // saved before any question
     save_session(*engine, *seq, o.save_session, session_app_data(prompt, ctx_tokens));
     if (questions.empty()) {
       if (o.json) {
@@ -404,14 +408,7 @@ int run_command(const RunOptions& opt) {
   } else {
     // The document once (compressed, its cold tier filled; or saved / loaded), then each question
     // on a fork of it.
-    if (!loading && o.save_session.empty()) {
-      const auto t0 = std::chrono::steady_clock::now();
-      PrefillOptions po;
-      po.press = press_spec;
-      po.progress = go.on_prefill_progress;
-      engine->prefill(*seq, ctx_tokens, po, ws);
-      doc_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    }
+    if (!loading && o.save_session.empty()) doc_ms = prefill_document();
     for (size_t i = 0; i < questions.size(); ++i) {
       auto f = seq->fork();
       Answer a{o.questions[i], generate_answer(*engine, *f, questions[i], go, ws), f->stats()};
