@@ -45,6 +45,29 @@ snapkv_stop_reason to_c(snapkv::StopReason r) {
   return SNAPKV_STOP_N_PREDICT;
 }
 
+/// The checks every prefill entry point makes (sequence, tokens, room in the context), then the
+/// prefill with the options `make_options` gives (it may throw snapkv::Error: invalid argument).
+/// `extra_check` returns a failure message for the caller's own arguments ("" if none).
+template <class MakeOptions>
+snapkv_status prefill_call(const char* fn, snapkv_sequence* seq, const int32_t* tokens, size_t n_tokens,
+                           const float** logits, const std::string& extra_check, MakeOptions make_options) {
+  if (!valid(seq)) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "seq is NULL or not a snapkv_sequence");
+  if (tokens == nullptr) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "tokens is NULL");
+  if (n_tokens == 0) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "no tokens (n_tokens is 0)");
+  snapkv::Sequence& s = *seq->seq;
+  if (n_tokens > static_cast<size_t>(s.n_ctx() - s.n_past()))
+    return fail(SNAPKV_ERR_CONTEXT_FULL, fn, context_message(s.n_past(), n_tokens, s.n_ctx()));
+  if (!extra_check.empty()) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, extra_check);
+  return guarded(fn, SNAPKV_ERR_INVALID_ARGUMENT, [&] {
+    const snapkv::PrefillOptions po = make_options();
+    snapkv::capi::WorkspaceLease ws(*seq->core);
+    const std::span<const float> l =
+        seq->core->engine->prefill(s, std::span<const int32_t>(tokens, n_tokens), po, ws.get());
+    if (logits != nullptr) *logits = l.data();
+    return SNAPKV_OK;
+  });
+}
+
 }  // namespace
 
 extern "C" {
@@ -100,21 +123,10 @@ snapkv_status snapkv_sequence_new_cold(const snapkv_engine* engine, int64_t n_ct
 
 snapkv_status snapkv_prefill_reselect(snapkv_sequence* seq, const int32_t* tokens, size_t n_tokens,
                                       const float** logits) noexcept {
-  static constexpr const char* fn = "snapkv_prefill_reselect";
-  if (!valid(seq)) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "seq is NULL or not a snapkv_sequence");
-  if (tokens == nullptr) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "tokens is NULL");
-  if (n_tokens == 0) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "no tokens (n_tokens is 0)");
-  snapkv::Sequence& s = *seq->seq;
-  if (n_tokens > static_cast<size_t>(s.n_ctx() - s.n_past()))
-    return fail(SNAPKV_ERR_CONTEXT_FULL, fn, context_message(s.n_past(), n_tokens, s.n_ctx()));
-  return guarded(fn, SNAPKV_ERR_INVALID_ARGUMENT, [&] {
+  return prefill_call("snapkv_prefill_reselect", seq, tokens, n_tokens, logits, "", [] {
     snapkv::PrefillOptions po;
     po.reselect = true;
-    snapkv::capi::WorkspaceLease ws(*seq->core);
-    const std::span<const float> l =
-        seq->core->engine->prefill(s, std::span<const int32_t>(tokens, n_tokens), po, ws.get());
-    if (logits != nullptr) *logits = l.data();
-    return SNAPKV_OK;
+    return po;
   });
 }
 
@@ -183,26 +195,15 @@ snapkv_status snapkv_prefill(snapkv_sequence* seq, const int32_t* tokens, size_t
 
 snapkv_status snapkv_prefill_question(snapkv_sequence* seq, const int32_t* tokens, size_t n_tokens, const char* press,
                                       size_t n_question_tokens, const float** logits) noexcept {
-  static constexpr const char* fn = "snapkv_prefill";
-  if (!valid(seq)) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "seq is NULL or not a snapkv_sequence");
-  if (tokens == nullptr) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "tokens is NULL");
-  if (n_tokens == 0) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "no tokens (n_tokens is 0)");
-  snapkv::Sequence& s = *seq->seq;
-  if (n_tokens > static_cast<size_t>(s.n_ctx() - s.n_past()))
-    return fail(SNAPKV_ERR_CONTEXT_FULL, fn, context_message(s.n_past(), n_tokens, s.n_ctx()));
-  if (n_question_tokens > n_tokens)
-    return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn,
-                "n_question_tokens " + std::to_string(n_question_tokens) + " exceeds the " + std::to_string(n_tokens) +
-                    " prompt tokens");
-  return guarded(fn, SNAPKV_ERR_INVALID_ARGUMENT, [&] {
+  const std::string bad_span = n_question_tokens > n_tokens && n_tokens > 0
+                                   ? "n_question_tokens " + std::to_string(n_question_tokens) + " exceeds the " +
+                                         std::to_string(n_tokens) + " prompt tokens"
+                                   : std::string();
+  return prefill_call("snapkv_prefill", seq, tokens, n_tokens, logits, bad_span, [&] {
     snapkv::PrefillOptions po;
     po.press = parse_press(press);
     po.question_tokens = static_cast<int64_t>(n_question_tokens);
-    snapkv::capi::WorkspaceLease ws(*seq->core);
-    const std::span<const float> l =
-        seq->core->engine->prefill(s, std::span<const int32_t>(tokens, n_tokens), po, ws.get());
-    if (logits != nullptr) *logits = l.data();
-    return SNAPKV_OK;
+    return po;
   });
 }
 
