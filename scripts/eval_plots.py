@@ -25,6 +25,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "<", ">"]
+PROTOCOLS = ["aware", "agnostic", "multi", "followup", "reselect"]
 PRESS_ORDER = ["none", "snapkv", "pyramidkv", "adakv", "streamingllm", "h2o", "tova", "knorm", "random"]
 
 
@@ -89,7 +90,7 @@ def niah_heatmaps(d, records, out):
         k = (r["press"], r["protocol"])
         labels[k] = press_label(r)
         cells[k][(round(r["depth"] * 100), r["length"])].append(r["score"])
-    protos = ["aware", "agnostic", "multi", "reselect"]
+    protos = PROTOCOLS
     keys = sorted(cells, key=lambda k: (press_key(labels[k]), k[0], protos.index(k[1]) if k[1] in protos else 9))
     for k in keys:
         fig, ax = plt.subplots(figsize=(1.2 + 1.1 * len({ll for _, ll in cells[k]}),
@@ -157,7 +158,7 @@ def score_plots(d, rows, out):
         if r.get("score") is not None:
             by_task[r["task"]].append(r)
     for task, rs in by_task.items():
-        protocols = sorted({r["protocol"] for r in rs}, key=["aware", "agnostic", "multi", "reselect"].index)
+        protocols = sorted({r["protocol"] for r in rs}, key=PROTOCOLS.index)
         lengths = sorted({r["length"] for r in rs})
         fig, axes = plt.subplots(1, len(protocols), figsize=(4.6 * len(protocols), 3.6), squeeze=False,
                                  sharey=True)

@@ -262,7 +262,9 @@ void add_eval_options(CLI::App& ev, snapkv::cli::EvalOptions& o) {
                 "budgets of the grid (tokens kept per KV head); given alone, the grid has no --ratios");
   ev.add_option("--protocol", o.protocol,
                 "aware (question in the window), agnostic (context compressed alone), multi (several questions after "
-                "one compression), reselect (multi with a cold tier: each question re-selects; issue 10), "
+                "one compression), reselect (multi with a cold tier: each question re-selects; issue 10), followup "
+                "(compressed with question 1, later questions after its expected answer: plain SnapKV in a "
+                "conversation), "
                 "both (aware,agnostic), all (aware,agnostic,multi)")
       ->capture_default_str();
   ev.add_option("--cold-tier", o.cold_tier, "cold tier of the reselect protocol: int8, f16 or disk:DIR")

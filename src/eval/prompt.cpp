@@ -72,6 +72,39 @@ PromptIds PromptFormat::tokenize(const TaskText& t) const {
   return p;
 }
 
+std::vector<int32_t> PromptFormat::follow_up(const TaskText& first, const std::string& first_answer,
+                                             const TaskText& next) const {
+  std::vector<int32_t> ids;
+  if (!tmpl_) {
+    ids = tok_->encode(" " + first_answer + "\n\n" + next.question + prefix(next), false, false);
+    return ids;
+  }
+  // The first turn as tokenize() renders it (generation prompt included), then the whole
+  // conversation: the difference is the answer, the end of its turn and the next user turn.
+  std::vector<ChatMessage> msgs;
+  for (const Shot& s : first.shots) {
+    msgs.push_back({"user", s.user});
+    msgs.push_back({"assistant", s.assistant});
+  }
+  msgs.push_back({"user", first.context + first.question});
+  const RenderedChat one = tmpl_->render(msgs);
+  msgs.push_back({"assistant", prefix(first) + " " + first_answer});
+  msgs.push_back({"user", next.question});
+  const RenderedChat two = tmpl_->render(msgs);
+  // The answer's own ids follow the answer prefix the first prompt ends with; the template may
+  // trim the message, so the text after the answer is found by the answer itself.
+  const size_t at = two.text.compare(0, one.text.size(), one.text) == 0 ? two.text.find(first_answer, one.text.size())
+                                                                        : std::string::npos;
+  if (at == std::string::npos)
+    throw Error("the chat template does not render the first turn as the start of a follow-up; use --chat off");
+  ids = tok_->encode(" " + first_answer, false, false);
+  const auto rest = tokenize_chat(*tok_, two.slice(at + first_answer.size(), two.text.size()), false);
+  ids.insert(ids.end(), rest.begin(), rest.end());
+  const auto a = tok_->encode(prefix(next), false, false);
+  ids.insert(ids.end(), a.begin(), a.end());
+  return ids;
+}
+
 std::pair<std::string, std::string> PromptFormat::render(const TaskText& t) const {
   if (tmpl_) {
     const auto [ctx, q] = render_chat(t);

@@ -48,15 +48,20 @@ const char* protocol_name(Protocol p) {
       return "continuation";
     case Protocol::Reselect:
       return "reselect";
+    case Protocol::Followup:
+      return "followup";
   }
   return "?";
 }
 
 Protocol parse_protocol(const std::string& s) {
-  for (Protocol p : {Protocol::Aware, Protocol::Agnostic, Protocol::Multi, Protocol::Continuation, Protocol::Reselect})
+  for (Protocol p : {Protocol::Aware, Protocol::Agnostic, Protocol::Multi, Protocol::Continuation, Protocol::Reselect,
+                     Protocol::Followup})
     if (s == protocol_name(p)) return p;
-  throw Error(fmt::format("unknown protocol '{}' (aware, agnostic, multi, reselect)", s));
+  throw Error(fmt::format("unknown protocol '{}' (aware, agnostic, multi, reselect, followup)", s));
 }
+
+bool multi_question(Protocol p) { return p == Protocol::Multi || p == Protocol::Reselect || p == Protocol::Followup; }
 
 PressRun resolve_press(const std::string& text) {
   PressRun r;
@@ -124,6 +129,8 @@ nlohmann::ordered_json Record::to_json() const {
   j["compress_ms"] = compress_ms;
   j["question_ms"] = question_ms;
   j["decode_ms"] = decode_ms;
+  j["reselect_ms"] = reselect_ms;
+  j["kv_cold_bytes"] = kv_cold_bytes;
   j["decode_rows"] = decode_rows;
   j["n_generated"] = n_generated;
   j["stop"] = stop;
@@ -150,7 +157,7 @@ std::vector<Record> Runner::run(const Sample& s, const std::vector<PressRun>& pr
   if (fid != (p == Protocol::Continuation))
     throw Error(
         fmt::format("{}: protocol {} does not apply (fidelity takes continuation, the other tasks aware, "
-                    "agnostic, multi or reselect)",
+                    "agnostic, multi, reselect or followup)",
                     s.id, protocol_name(p)));
   return fid ? run_fidelity(s, presses, skip) : run_generate(s, presses, p, skip);
 }
@@ -181,7 +188,9 @@ Record base_record(const Sample& s, const PressRun& pr, Protocol p, int question
   r.budget = pr.budget;
   r.protocol = p;
   r.question = question;
-  r.n_context_tokens = static_cast<int64_t>(p == Protocol::Aware ? s.ids.size() : s.ids.context.size());
+  r.n_context_tokens = static_cast<int64_t>(p == Protocol::Aware      ? s.ids.size()
+                                            : p == Protocol::Followup ? s.ids.context.size() + s.questions[0].ids.size()
+                                                                      : s.ids.context.size());
   return r;
 }
 
@@ -260,12 +269,16 @@ std::vector<Record> Runner::run_generate(const Sample& s, const std::vector<Pres
   Workspace& ws = *ws_;
   const int gen = opt_.gen_tokens > 0 ? opt_.gen_tokens : s.gen_tokens;
   std::vector<int32_t> prompt = s.ids.context;
-  if (p == Protocol::Aware) prompt.insert(prompt.end(), s.ids.question.begin(), s.ids.question.end());
+  // The question compressed with the context: the sample's (aware) or question 0 (followup).
+  const std::vector<int32_t>* asked = p == Protocol::Aware      ? &s.ids.question
+                                      : p == Protocol::Followup ? &s.questions.at(0).ids
+                                                                : nullptr;
+  if (asked) prompt.insert(prompt.end(), asked->begin(), asked->end());
   const auto n_prompt = static_cast<int64_t>(prompt.size());
   // The question span of the compressed prompt (window=question): the question and the template's
-  // closing tokens in the aware protocol; unknown (0) when the context is compressed alone.
-  const int64_t n_question = p == Protocol::Aware ? static_cast<int64_t>(s.ids.question.size()) : 0;
-  const bool multi = p == Protocol::Multi || p == Protocol::Reselect;
+  // closing tokens in the aware protocols; unknown (0) when the context is compressed alone.
+  const int64_t n_question = asked ? static_cast<int64_t>(asked->size()) : 0;
+  const bool multi = multi_question(p);
   const int n_questions = multi ? static_cast<int>(s.questions.size()) : 1;
   SequenceOptions so;
   so.n_ctx = std::max<int64_t>(s.length, static_cast<int64_t>(s.ids.size()) + gen);
@@ -360,7 +373,11 @@ std::vector<Record> Runner::run_generate(const Sample& s, const std::vector<Pres
       j.rec = proto;
       j.rec.question = q;
       j.rec.expected = qq.expected;
-      j.rec.n_prompt_tokens = static_cast<int64_t>(s.ids.context.size() + qq.ids.size());
+      const std::vector<int32_t>& feed = p == Protocol::Followup ? qq.follow_up : qq.ids;
+      j.rec.n_prompt_tokens = static_cast<int64_t>(p == Protocol::Followup ? prompt.size() + feed.size()
+                                                                           : s.ids.context.size() + qq.ids.size());
+      if (p == Protocol::Followup && q > 0 && feed.empty())
+        throw Error(fmt::format("{}: question {} has no follow-up ids", s.id, q));
       if (opt_.independent) {
         j.seq = compressed(j.rec);
       } else {
@@ -369,8 +386,11 @@ std::vector<Record> Runner::run_generate(const Sample& s, const std::vector<Pres
       const auto t0 = Clock::now();
       PrefillOptions pq;
       pq.reselect = p == Protocol::Reselect;  // the question re-selects from the cold tier
-      e.prefill(*j.seq, qq.ids, pq, ws);
+      // followup's question 0 is already in the compressed prompt: its answer starts there.
+      if (!feed.empty() && !(p == Protocol::Followup && q == 0)) e.prefill(*j.seq, feed, pq, ws);
       j.rec.question_ms = ms_since(t0);
+      j.rec.reselect_ms = j.seq->stats().reselect_ms;
+      j.rec.kv_cold_bytes = j.seq->stats().kv_cold_bytes;
       pending.push_back(std::move(j));
       if (static_cast<int>(pending.size()) >= opt_.max_decode_rows) flush();
     }

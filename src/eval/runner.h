@@ -26,12 +26,18 @@ namespace snapkv::eval {
 
 /// Aware: question in the compressed prompt. Agnostic: context compressed alone, then the
 /// question. Multi: the context compressed once, each question from a copy of it. Reselect: as
-/// Multi with a cold tier, each question re-selecting the hot entries (issue 10).
-enum class Protocol { Aware, Agnostic, Multi, Continuation, Reselect };
+/// Multi with a cold tier, each question re-selecting the hot entries (issue 10). Followup: the
+/// context compressed with question 0 (query-aware to it, as one request would be), question 0
+/// answered, and each later question asked from a copy after question 0's expected answer, as a
+/// follow-up turn (Question::follow_up): plain SnapKV on a conversation (issue 10's baseline).
+enum class Protocol { Aware, Agnostic, Multi, Continuation, Reselect, Followup };
 
-/// "aware", "agnostic", "multi", "continuation", "reselect"; parse_protocol throws snapkv::Error otherwise.
+/// "aware", "agnostic", "multi", "continuation", "reselect", "followup"; parse_protocol throws
+/// snapkv::Error otherwise.
 const char* protocol_name(Protocol p);
 Protocol parse_protocol(const std::string& s);
+/// Whether `p` asks every question of a sample (multi, reselect, followup), not only question 0.
+bool multi_question(Protocol p);
 
 /// A press as the runner uses it: the spec given, its canonical form (every key with its value)
 /// and what the report shows.
@@ -71,7 +77,9 @@ struct Record {
   int64_t kept_budget = 0;  ///< capacity C the press used (0 when it kept everything)
   int window = 0;           ///< observation window W the press used (SequenceStats::window; 0 when it kept everything)
   double prefill_ms = 0, compress_ms = 0, question_ms = 0, decode_ms = 0;
-  int decode_rows = 0;  ///< rows of the decode steps this record was decoded in
+  double reselect_ms = 0;    ///< re-selection in the question's prefill (reselect protocol), ms
+  size_t kv_cold_bytes = 0;  ///< the cold tier's bytes (reselect protocol), else 0
+  int decode_rows = 0;       ///< rows of the decode steps this record was decoded in
   int64_t n_generated = 0;
   std::string stop;  ///< eos, n_predict, context_full
   bool has_fidelity = false;

@@ -315,8 +315,7 @@ SuiteResult run_suite(const EvalConfig& cfg, const std::string& out_dir, bool re
       all_done = true;
       for (Protocol p : u.protocols)
         for (size_t i = 0; i < presses.size(); ++i)
-          for (int q = 0;
-               q < (p == Protocol::Multi || p == Protocol::Reselect ? static_cast<int>(s.questions.size()) : 1); ++q)
+          for (int q = 0; q < (multi_question(p) ? static_cast<int>(s.questions.size()) : 1); ++q)
             all_done = all_done && done.count(key(i, p, q)) > 0;
       skipped = all_done;
     }

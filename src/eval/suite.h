@@ -26,7 +26,7 @@ std::vector<std::string> split_list(std::string_view text, std::string_view what
 std::vector<int64_t> parse_lengths(std::string_view text);
 /// Task names with the aliases "ruler" (the 11 RULER tasks) and "all" (every task), deduplicated.
 std::vector<std::string> expand_tasks(std::string_view text);
-/// "aware", "agnostic", "multi", "reselect", "both" (aware, agnostic), "all" (aware, agnostic,
+/// "aware", "agnostic", "multi", "reselect", "followup", "both" (aware, agnostic), "all" (aware, agnostic,
 /// multi), or a comma list.
 std::vector<Protocol> parse_protocols(std::string_view text);
 /// `names` x `ratios` and `names` x `budgets` as specs ("snapkv:ratio=0.5", "tova:budget=512").

@@ -43,6 +43,7 @@ const std::map<std::string, NiahDef, std::less<>>& niah_defs() {
       {"niah_multikey_3", {Hay::Needle, Kind::Uuids, Kind::Uuids, 1, 1, 1}},
       {"niah_multivalue", {Hay::Essay, Kind::Words, Kind::Numbers, 1, 4, 1}},
       {"niah_multiquery", {Hay::Essay, Kind::Words, Kind::Numbers, 1, 1, 4}},
+      {"niah_followup", {Hay::Essay, Kind::Words, Kind::Numbers, 2, 1, 1}},
   };
   return d;
 }
@@ -62,6 +63,8 @@ const std::vector<TaskInfo>& all_tasks() {
       {"vt", TaskKind::VariableTracking, 30, "variable tracking: one chain of 4 hops (5 variables) in noise"},
       {"cwe", TaskKind::CommonWords, 120, "common words: the 10 words repeated 30x among words repeated 3x"},
       {"fwe", TaskKind::FrequentWords, 50, "frequent words: the 3 most frequent 6-letter coded words (Zipf alpha 2)"},
+      {"niah_followup", TaskKind::NiahFollowUp, 128,
+       "2 needles with different keys in natural text, one asked; the multi-question protocols ask each (issue 10)"},
       {"niah_grid", TaskKind::NiahGrid, 32, "one needle in natural text at a given depth (depth x length grid)"},
       {"fidelity", TaskKind::Fidelity, 256,
        "real text: KL, top-1 agreement and perplexity over 256 teacher-forced tokens"},
@@ -80,7 +83,8 @@ const TaskInfo& task_info(std::string_view name) {
 std::vector<std::string> ruler_task_names() {
   std::vector<std::string> r;
   for (const auto& t : all_tasks())
-    if (t.kind != TaskKind::NiahGrid && t.kind != TaskKind::Fidelity) r.push_back(t.name);
+    if (t.kind != TaskKind::NiahGrid && t.kind != TaskKind::Fidelity && t.kind != TaskKind::NiahFollowUp)
+      r.push_back(t.name);
   return r;
 }
 
@@ -297,7 +301,7 @@ struct Generator::Impl {
   Question question_for(const TaskText& t, std::vector<std::string> expected) const {
     TaskText q = t;
     q.context = "Text.";  // the question's ids do not depend on the context (tokenised on their own)
-    return {fmt->tokenize(q).question, std::move(expected)};
+    return {fmt->tokenize(q).question, std::move(expected), {}};
   }
 
   void niah(Sample& s, const NiahDef& d, int64_t target, double grid_depth);
@@ -331,6 +335,7 @@ Sample Generator::make(const SampleRequest& r) {
   impl_->run_seed = r.seed;
   switch (info.kind) {
     case TaskKind::Niah:
+    case TaskKind::NiahFollowUp:
       impl_->niah(s, niah_defs().find(r.task)->second, target, -1);
       break;
     case TaskKind::NiahGrid:
@@ -351,7 +356,7 @@ Sample Generator::make(const SampleRequest& r) {
   }
   if (static_cast<int64_t>(s.ids.size()) != target)
     throw Error(fmt::format("{}: sized to {} tokens instead of {}", s.id, s.ids.size(), target));
-  if (s.questions.empty()) s.questions.push_back({s.ids.question, s.expected});
+  if (s.questions.empty()) s.questions.push_back({s.ids.question, s.expected, {}});
   return s;
 }
 
@@ -503,6 +508,14 @@ void Generator::Impl::niah(Sample& s, const NiahDef& d, int64_t target, double g
   for (int i = 0; i < num_k; ++i)
     s.questions.push_back(
         question_for(parts(keys[static_cast<size_t>(i)], d.num_v == 1), values[static_cast<size_t>(i)]));
+  // The followup protocol: question 0 answered (its expected values), then each other key asked.
+  std::string answer0;
+  for (const std::string& v : values[0]) answer0 += (answer0.empty() ? "" : ", ") + v;
+  TaskText first = parts(keys[0], d.num_v == 1);
+  first.context = "Text.";
+  for (int i = 1; i < num_k; ++i)
+    s.questions[static_cast<size_t>(i)].follow_up =
+        fmt->follow_up(first, answer0 + ".", parts(keys[static_cast<size_t>(i)], d.num_v == 1));
   if (grid_depth >= 0) {
     const Tokenizer& tok = fmt->tokenizer();
     const size_t at = needle_at.at(0);

@@ -15,7 +15,7 @@
 
 namespace snapkv::eval {
 
-enum class TaskKind { Niah, VariableTracking, CommonWords, FrequentWords, NiahGrid, Fidelity };
+enum class TaskKind { Niah, VariableTracking, CommonWords, FrequentWords, NiahGrid, Fidelity, NiahFollowUp };
 
 struct TaskInfo {
   std::string name;
@@ -35,6 +35,9 @@ std::vector<std::string> ruler_task_names();
 struct Question {
   std::vector<int32_t> ids;
   std::vector<std::string> expected;
+  /// The followup protocol: the ids after the context and question 0's ids (question 0's expected
+  /// answer, then this question as a follow-up turn: PromptFormat::follow_up); empty for question 0.
+  std::vector<int32_t> follow_up;
 };
 
 struct Sample {

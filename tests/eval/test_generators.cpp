@@ -329,6 +329,36 @@ TEST(Generators, ChatFormatWrapsTheTaskInTheTemplate) {
   EXPECT_FALSE(tiny.chat());
 }
 
+// The followup protocol's ids: question 0's expected answer, then the next key's question as a
+// follow-up (a new user turn of the template in the chat format), ending in its answer prefix.
+TEST(Generators, FollowUpIdsAnswerTheFirstQuestionThenAskTheNext) {
+  for (const Fmt& f : formats()) {
+    PromptFormat pf(*f.engine, f.mode);
+    Generator g(pf);
+    const Sample s = g.make({"niah_multikey_1", 2048, 5, 0, -1});
+    ASSERT_EQ(s.questions.size(), 4u) << f.name;
+    EXPECT_TRUE(s.questions[0].follow_up.empty()) << f.name;
+    const Tokenizer& tok = f.engine->tokenizer();
+    for (size_t i = 1; i < s.questions.size(); ++i) {
+      const Question& q = s.questions[i];
+      ASSERT_FALSE(q.follow_up.empty()) << f.name;
+      std::string text;
+      for (int32_t t : q.follow_up) text += tok.token_to_piece(t, true);
+      // Starts with question 0's value, ends with this question's answer prefix, names its key.
+      ASSERT_EQ(s.questions[0].expected.size(), 1u);
+      EXPECT_LE(text.find(s.questions[0].expected[0] + "."), 2u) << f.name << ": " << text;
+      EXPECT_NE(text.find("What is the special magic number for"), std::string::npos) << f.name << ": " << text;
+      EXPECT_EQ(text.rfind(" mentioned in the provided text is"), text.size() - 34) << f.name << ": " << text;
+      if (f.mode == ChatMode::Off) {
+        EXPECT_EQ(text.find("<|im_start|>"), std::string::npos) << text;
+      } else {
+        EXPECT_NE(text.find("<|im_end|>\n<|im_start|>user\n"), std::string::npos) << text;
+        EXPECT_NE(text.find("<|im_start|>assistant\n The special magic number for"), std::string::npos) << text;
+      }
+    }
+  }
+}
+
 TEST(Haystack, NaturalTextIsLongAndDistinct) {
   const TextSource& t = natural_text();
   EXPECT_GE(t.files.size(), 10u);

@@ -26,9 +26,9 @@ TEST(Runner, PressWithBudgetCoveringThePromptScoresExactlyAsNone) {
   Runner run(*e, ws, ro);
   const auto ps = presses({"none", "snapkv:budget=100000", "knorm:budget=4096,window=8", "tova:ratio=0"});
   for (const Sample& s : samples(g, kTinyCases, 2)) {
-    for (Protocol p : {Protocol::Aware, Protocol::Agnostic, Protocol::Multi, Protocol::Reselect}) {
+    for (Protocol p : {Protocol::Aware, Protocol::Agnostic, Protocol::Multi, Protocol::Reselect, Protocol::Followup}) {
       const auto recs = run.run(s, ps, p);
-      const size_t nq = p == Protocol::Multi || p == Protocol::Reselect ? s.questions.size() : 1;
+      const size_t nq = multi_question(p) ? s.questions.size() : 1;
       ASSERT_EQ(recs.size(), ps.size() * nq) << s.id;
       for (size_t k = 0; k < recs.size(); ++k) {
         const Record& none = recs[k % nq];  // press-major: the first nq records are none's
@@ -50,8 +50,9 @@ TEST(Runner, ForkBasedEqualsIndependentRunsTiny) {
   const auto ps = presses({"none", "snapkv:budget=64,window=16", "streamingllm:budget=48", "tova:budget=80,window=8",
                            "h2o:budget=64,window=8", "adakv:ratio=0.5", "pyramidkv:ratio=0.75,window=16",
                            "knorm:budget=100,window=4", "random:ratio=0.5"});
-  fork_equals_independent(*e, samples(g, cases, 1), ps, 24,
-                          {Protocol::Aware, Protocol::Agnostic, Protocol::Multi, Protocol::Reselect});
+  fork_equals_independent(
+      *e, samples(g, cases, 1), ps, 24,
+      {Protocol::Aware, Protocol::Agnostic, Protocol::Multi, Protocol::Reselect, Protocol::Followup});
 }
 
 TEST(Runner, ProtocolMustFitTheSampleAndSkipDropsWork) {

@@ -31,11 +31,12 @@ TEST(SuiteFlags, Lists) {
   EXPECT_EQ(parse_lengths("2K,4096,1k"), (std::vector<int64_t>{2048, 4096, 1024}));
   for (const char* bad : {"", "2M", "-1", "0", "4K2", "K"}) EXPECT_THROW(parse_lengths(bad), Error) << bad;
   EXPECT_EQ(expand_tasks("ruler").size(), 11u);
-  EXPECT_EQ(expand_tasks("all").size(), 13u);
+  EXPECT_EQ(expand_tasks("all").size(), 14u);  // + niah_grid, fidelity, niah_followup
   EXPECT_EQ(expand_tasks("vt,ruler,vt").front(), "vt");
   EXPECT_THROW(expand_tasks("vt,nosuch"), Error);
   EXPECT_EQ(parse_protocols("both"), (std::vector<Protocol>{Protocol::Aware, Protocol::Agnostic}));
   EXPECT_EQ(parse_protocols("multi,aware").size(), 2u);
+  EXPECT_EQ(parse_protocols("followup,reselect"), (std::vector<Protocol>{Protocol::Followup, Protocol::Reselect}));
   EXPECT_THROW(parse_protocols("continuation"), Error);
   EXPECT_THROW(parse_protocols("sideways"), Error);
   EXPECT_EQ(press_grid({"snapkv", "none", "knorm"}, {"0.5"}, {"256"}),
