@@ -16,6 +16,12 @@
 //                               all (more than the L3), as a decode step reads every layer's cache;
 //                               ".../warm" reads one 1 MB set again and again (cache-resident: the
 //                               compute ceiling).
+//   FmaPeak/threads:T           independent f32 FMAs (AVX-512 when compiled for it, else AVX2):
+//                               the machine's f32 compute ceiling (GFLOP/s, 2 FLOPs per lane)
+//   PrefillAttn/<model>/keys:K/threads:T
+//                               snapkv::attention() of the last 512 queries of a K-token prompt
+//                               over its F16 cache (the last chunk of a K-token prefill);
+//                               GFLOP/s = 4 x head_dim x n_head x (visible keys summed over queries)
 // Shapes: Gemma 3 270M Q4_K_M (n_embd 640, n_ff 2048, q 1024 rows, k/v 256, vocab 262144 Q8_0)
 // with its tensor types, the synthetic SmolLM2-shaped Q8_0 model (576 / 1536 / 49152), and
 // large "stream" matrices (> L3) per type to measure memory-bound decode.
@@ -37,6 +43,11 @@
 #include <string>
 #include <vector>
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+#include "attention/attention.h"
 #include "attention/decode.h"
 #include "attention/positions.h"
 #include "attention/prefill.h"
@@ -399,6 +410,79 @@ void run_decode_attn(benchmark::State& st, AttnShape s, int64_t keys, int64_t ro
   st.counters["MB"] = static_cast<double>(d.bytes_per_set) / 1e6;
 }
 
+/// f32 FMA throughput: 12 independent accumulator chains per thread (enough to cover the FMA
+/// latency on both FMA ports), 2 FLOPs per lane.
+void BM_FmaPeak(benchmark::State& st) {
+  const int threads = static_cast<int>(st.range(0));
+  constexpr int64_t kIters = 1 << 22;
+#if defined(__AVX512F__)
+  constexpr int kLanes = 16;
+#else
+  constexpr int kLanes = 8;
+#endif
+  float sink = 0;
+  for (auto _ : st) {
+    float total = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : total)
+    {
+#if defined(__AVX512F__)
+      using V = __m512;
+      auto fma = [](V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); };
+      const V x = _mm512_set1_ps(0.999f), y = _mm512_set1_ps(1e-7f);
+      V a[12];
+      for (int i = 0; i < 12; ++i) a[i] = _mm512_set1_ps(static_cast<float>(i));
+#elif defined(__AVX2__) && defined(__FMA__)
+      using V = __m256;
+      auto fma = [](V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); };
+      const V x = _mm256_set1_ps(0.999f), y = _mm256_set1_ps(1e-7f);
+      V a[12];
+      for (int i = 0; i < 12; ++i) a[i] = _mm256_set1_ps(static_cast<float>(i));
+#endif
+      for (int64_t it = 0; it < kIters; ++it)
+        for (int i = 0; i < 12; ++i) a[i] = fma(a[i], x, y);
+      float lanes[kLanes];
+      for (int i = 1; i < 12; ++i) a[0] = fma(a[i], x, a[0]);
+      std::memcpy(lanes, &a[0], sizeof(lanes));
+      total += lanes[0];
+    }
+    sink += total;
+  }
+  benchmark::DoNotOptimize(sink);
+  const double flops = static_cast<double>(st.iterations()) * threads * kIters * 12 * kLanes * 2;
+  st.counters["GFLOP/s"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsRate);
+}
+
+/// The last 512 queries of a `keys`-token prompt over its F16 cache (positions 0..keys-1 per KV
+/// head): the work of a prefill's last chunk. Counts 4 x head_dim FLOPs (Q K^T and P V) per
+/// (query head, visible key).
+void run_prefill_attn(benchmark::State& st, AttnShape s, int64_t keys, int threads) {
+  constexpr int64_t kQueries = 512;
+  const snapkv::AttentionParams p = s.params();
+  snapkv::KVLayerCache cache;
+  std::vector<int32_t> pos(static_cast<size_t>(keys));
+  for (int64_t j = 0; j < keys; ++j) pos[static_cast<size_t>(j)] = static_cast<int32_t>(j);
+  for (int g = 0; g < s.n_head_kv; ++g) {
+    const std::vector<float> k = make_x(keys * s.head_dim), v = make_x(keys * s.head_dim);
+    snapkv::KVHeadCache h(snapkv::KVType::F16, s.head_dim);
+    h.append(keys, pos.data(), k.data(), s.head_dim, v.data(), s.head_dim);
+    cache.heads.push_back(std::move(h));
+  }
+  const std::vector<float> q = make_x(kQueries * s.n_head * s.head_dim);
+  std::vector<float> out(q.size());
+  const std::vector<int32_t> qpos(pos.end() - kQueries, pos.end());
+  snapkv::AttentionWorkspace ws(p, kQueries);
+  for (auto _ : st) {
+    snapkv::attention(p, q.data(), qpos.data(), kQueries, cache, out.data(), ws, threads);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  double visible = 0;
+  for (int32_t t : qpos) visible += static_cast<double>(t) + 1;
+  const double flops = 4.0 * s.head_dim * s.n_head * visible;
+  st.counters["GFLOP/s"] =
+      benchmark::Counter(static_cast<double>(st.iterations()) * flops / 1e9, benchmark::Counter::kIsRate);
+}
+
 std::string tname(GGMLType t) { return snapkv::ggml_type_name(static_cast<uint32_t>(t)); }
 
 void register_all() {
@@ -481,6 +565,23 @@ void register_all() {
     // Cache-resident (1 MB, read again each iteration): the kernels' compute ceiling.
     for (const bool old : {true, false}) reg_attn(s, 1024, 1, 1, old, true);
   }
+
+  benchmark::RegisterBenchmark("FmaPeak", BM_FmaPeak)
+      ->Arg(1)
+      ->Arg(2)
+      ->ArgName("threads")
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond)
+      ->ComputeStatistics("min", min_of);
+  for (const auto& s : attn_shapes)
+    for (const int64_t keys : {4096, 16384, 32768})
+      for (const int th : {1, 2}) {
+        const std::string name = fmt::format("PrefillAttn/{}/keys:{}/threads:{}", s.model, keys, th);
+        benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) { run_prefill_attn(st, s, keys, th); })
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond)
+            ->ComputeStatistics("min", min_of);
+      }
 }
 
 }  // namespace

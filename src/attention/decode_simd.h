@@ -17,10 +17,6 @@
 #include "attention/simd.h"
 #include "attention/softmax_simd.h"
 
-#if defined(__AVX512F__) && SNAPKV_ATTN_AVX2
-#define SNAPKV_ATTN_AVX512 1
-#endif
-
 namespace snapkv::attn {
 
 /// Element type of a cache row: uint16_t (IEEE half) or float.
@@ -50,9 +46,6 @@ inline __m512 load16(const float* x) { return _mm512_loadu_ps(x); }
 inline __m512 load16(const uint16_t* x) {
   return _mm512_maskz_cvtph_ps(0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)));
 }
-/// Lanes 0-7 and 8-15.
-inline __m256 low8(__m512 v) { return _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xFF, _mm512_castps_pd(v), 0)); }
-inline __m256 high8(__m512 v) { return _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xFF, _mm512_castps_pd(v), 1)); }
 template <int Imm>
 inline __m512 shuffle_f32x4(__m512 a, __m512 b) {
   return _mm512_maskz_shuffle_f32x4(0xFFFF, a, b, Imm);
@@ -157,35 +150,6 @@ inline void pv_tile8(const float* P, int p_stride, const T* V, int nk, int hd, i
     for (int h = 0; h < NH; ++h) a[h] = _mm256_fmadd_ps(_mm256_set1_ps(P[h * p_stride + j]), x, a[h]);
   }
   for (int h = 0; h < NH; ++h) _mm256_storeu_ps(acc[h] + d0, a[h]);
-}
-
-/// e^x for 16 lanes: exp8()'s operations lane for lane (the same results, NaN and range
-/// conventions included: 0 below kExpMinArg, FLT_MAX above 88.72, all-ones NaN for a NaN).
-inline __m512 exp16(__m512 x) {
-  const __mmask16 is_nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-  const __mmask16 too_small = _mm512_cmp_ps_mask(x, _mm512_set1_ps(kExpMinArg), _CMP_LT_OQ);
-  x = _mm512_maskz_min_ps(0xFFFF, _mm512_maskz_max_ps(0xFFFF, x, _mm512_set1_ps(kExpMinArg)),
-                          _mm512_set1_ps(88.72283f));
-  const __m512 n = _mm512_maskz_roundscale_ps(0xFFFF, _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  const __m512i ni = _mm512_maskz_cvtps_epi32(0xFFFF, n);
-  const __m512i h = _mm512_maskz_srai_epi32(0xFFFF, ni, 1);
-  const __m512 s1 =
-      _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, _mm512_add_epi32(h, _mm512_set1_epi32(127)), 23));
-  const __m512 s2 = _mm512_castsi512_ps(
-      _mm512_maskz_slli_epi32(0xFFFF, _mm512_add_epi32(_mm512_sub_epi32(ni, h), _mm512_set1_epi32(127)), 23));
-  const __m512 e = _mm512_maskz_mov_ps(static_cast<__mmask16>(~too_small), _mm512_mul_ps(_mm512_mul_ps(p, s1), s2));
-  return _mm512_mask_mov_ps(e, is_nan, _mm512_castsi512_ps(_mm512_set1_epi32(-1)));
 }
 
 /// Scores of NH heads over nk keys: tiles of 16 / NH keys (4 for NH = 3), then single keys.

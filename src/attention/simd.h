@@ -1,4 +1,5 @@
-// Small SIMD vector helpers of the attention kernels (AVX2/F16C when available, scalar otherwise).
+// Small SIMD vector helpers of the attention kernels (AVX2/F16C when available, scalar otherwise;
+// SNAPKV_ATTN_AVX512 marks builds where the prefill tiles use 16-lane AVX-512 registers).
 #pragma once
 
 #include <cstdint>
@@ -8,6 +9,9 @@
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 #define SNAPKV_ATTN_AVX2 1
+#if defined(__AVX512F__)
+#define SNAPKV_ATTN_AVX512 1
+#endif
 #endif
 
 namespace snapkv::attn {
@@ -26,6 +30,12 @@ inline float hsum(__m256 v) {
   s = _mm_add_ss(s, sh);
   return _mm_cvtss_f32(s);
 }
+#endif
+
+#if SNAPKV_ATTN_AVX512
+/// Lanes 0-7 and 8-15 (masked extracts: GCC 12 warns about the unmasked ones' undefined source).
+inline __m256 low8(__m512 v) { return _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xFF, _mm512_castps_pd(v), 0)); }
+inline __m256 high8(__m512 v) { return _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xFF, _mm512_castps_pd(v), 1)); }
 #endif
 
 /// sum_i a[i] * b[i], f32 accumulation.

@@ -1,6 +1,7 @@
-// Register-tiled Q K^T and P V kernels of the blocked prefill attention (AVX2 when available,
-// scalar otherwise). Every output element is accumulated in the same order whatever tile or row
-// group it falls in, so results do not depend on block shapes (nor on the prefill chunk size).
+// Register-tiled Q K^T and P V kernels of the blocked prefill attention (AVX2 when available, with
+// wider tiles when AVX-512's 32 vector registers are there; scalar otherwise). Every output element
+// is accumulated in the same order whatever tile or row group it falls in, so results do not depend
+// on block shapes (nor on the prefill chunk size), nor on which of these paths computed them.
 #pragma once
 
 #include <cstddef>
@@ -20,10 +21,82 @@ inline float dot8(const float* a, const float* b, int n) {
 }
 #endif
 
+#if SNAPKV_ATTN_AVX512
+/// hsum() of eight accumulators at once, in key order: lane k = ((a_k[0] + a_k[4]) + (a_k[1] +
+/// a_k[5])) + ((a_k[2] + a_k[6]) + (a_k[3] + a_k[7])), hsum's pairing, so each sum is bit for bit
+/// dot8's; 15 instructions instead of 8 x 7.
+inline __m256 hsum8(const __m256* a) {
+  __m256 t[4];
+  for (int k = 0; k < 4; ++k)
+    t[k] = _mm256_add_ps(_mm256_permute2f128_ps(a[k], a[k + 4], 0x20), _mm256_permute2f128_ps(a[k], a[k + 4], 0x31));
+  return _mm256_hadd_ps(_mm256_hadd_ps(t[0], t[1]), _mm256_hadd_ps(t[2], t[3]));
+}
+
+/// qk_tile's scores for R rows (R <= 2: 8 R accumulators) x 8 keys per register tile, keys
+/// [0, nk8) with nk8 % 8 == 0: dot8's 8-lane partial sums, reduced together by hsum8.
+template <int R>
+inline void qk_rows_8keys(const float* const* q, const float* K, int nk8, int hd, float* S, int s_stride) {
+  for (int j = 0; j < nk8; j += 8) {
+    const float* k0 = K + static_cast<size_t>(j) * hd;
+    __m256 a[R][8];
+    for (int r = 0; r < R; ++r)
+      for (int k = 0; k < 8; ++k) a[r][k] = _mm256_setzero_ps();
+    for (int d = 0; d < hd; d += 8) {
+      __m256 x[R];
+      for (int r = 0; r < R; ++r) x[r] = _mm256_loadu_ps(q[r] + d);
+      for (int k = 0; k < 8; ++k) {
+        const __m256 y = _mm256_loadu_ps(k0 + static_cast<size_t>(k) * hd + d);
+        for (int r = 0; r < R; ++r) a[r][k] = _mm256_fmadd_ps(x[r], y, a[r][k]);
+      }
+    }
+    for (int r = 0; r < R; ++r) _mm256_storeu_ps(S + static_cast<size_t>(r) * s_stride + j, hsum8(a[r]));
+  }
+}
+
+/// acc[r][d0 .. d0 + 64) += sum_j P[r * p_stride + j] * V[j][d0 .. d0 + 64) for R rows, j
+/// ascending (per element the FMAs of pv_rows2): 4 R accumulators, each loaded V vector feeding R
+/// FMAs.
+template <int R>
+inline void pv_rows_512(const float* P, int p_stride, const float* V, int nk, int hd, float* acc) {
+  for (int d = 0; d < hd; d += 64) {
+    __m512 a[R][4];
+    for (int r = 0; r < R; ++r)
+      for (int k = 0; k < 4; ++k) a[r][k] = _mm512_loadu_ps(acc + static_cast<size_t>(r) * hd + d + 16 * k);
+    const float* v = V + d;
+    for (int j = 0; j < nk; ++j, v += hd) {
+      const __m512 v0 = _mm512_loadu_ps(v), v1 = _mm512_loadu_ps(v + 16);
+      const __m512 v2 = _mm512_loadu_ps(v + 32), v3 = _mm512_loadu_ps(v + 48);
+      for (int r = 0; r < R; ++r) {
+        const __m512 w = _mm512_set1_ps(P[static_cast<size_t>(r) * p_stride + j]);
+        a[r][0] = _mm512_fmadd_ps(w, v0, a[r][0]);
+        a[r][1] = _mm512_fmadd_ps(w, v1, a[r][1]);
+        a[r][2] = _mm512_fmadd_ps(w, v2, a[r][2]);
+        a[r][3] = _mm512_fmadd_ps(w, v3, a[r][3]);
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int k = 0; k < 4; ++k) _mm512_storeu_ps(acc + static_cast<size_t>(r) * hd + d + 16 * k, a[r][k]);
+  }
+}
+#endif
+
 /// S[r * s_stride + j] = dot(q[r], K[j]) for r < nr, j < nk; q[r] = qrows[r] (hd floats each),
 /// K rows contiguous [nk][hd]. Register-blocked 2 rows x 4 keys when hd % 8 == 0 (AVX2), so each
 /// loaded vector feeds several FMAs; f32 accumulation.
 inline void qk_tile(const float* const* qrows, int nr, const float* K, int nk, int hd, float* S, int s_stride) {
+#if SNAPKV_ATTN_AVX512
+  if (hd % 8 == 0) {
+    const int nk8 = nk / 8 * 8;
+    int r = 0;
+    for (; r + 2 <= nr; r += 2)
+      qk_rows_8keys<2>(qrows + r, K, nk8, hd, S + static_cast<size_t>(r) * s_stride, s_stride);
+    if (r < nr) qk_rows_8keys<1>(qrows + r, K, nk8, hd, S + static_cast<size_t>(r) * s_stride, s_stride);
+    for (r = 0; r < nr; ++r)
+      for (int j = nk8; j < nk; ++j)
+        S[static_cast<size_t>(r) * s_stride + j] = dot8(qrows[r], K + static_cast<size_t>(j) * hd, hd);
+    return;
+  }
+#endif
 #if SNAPKV_ATTN_AVX2
   if (hd % 8 == 0) {
     int r = 0;
@@ -119,6 +192,19 @@ inline void pv_rows2(const float* P, int p_stride, bool two_rows, const float* V
 /// j ascending for every element. Register-tiled 2 rows x 32 dims when hd % 32 == 0 (AVX2): acc
 /// stays in registers over the keys. Zero probabilities are multiplied like any other (V is finite).
 inline void pv_tile(const float* P, int p_stride, int nr, const float* V, int nk, int hd, float* acc) {
+#if SNAPKV_ATTN_AVX512
+  if (hd % 64 == 0) {
+    int r = 0;
+    for (; r + 4 <= nr; r += 4)
+      pv_rows_512<4>(P + static_cast<size_t>(r) * p_stride, p_stride, V, nk, hd, acc + static_cast<size_t>(r) * hd);
+    const float* Pr = P + static_cast<size_t>(r) * p_stride;
+    float* ar = acc + static_cast<size_t>(r) * hd;
+    if (nr - r == 3) pv_rows_512<3>(Pr, p_stride, V, nk, hd, ar);
+    if (nr - r == 2) pv_rows_512<2>(Pr, p_stride, V, nk, hd, ar);
+    if (nr - r == 1) pv_rows_512<1>(Pr, p_stride, V, nk, hd, ar);
+    return;
+  }
+#endif
 #if SNAPKV_ATTN_AVX2
   if (hd % 32 == 0) {
     for (int r = 0; r < nr; r += 2)
