@@ -11,8 +11,10 @@
 // With an F16 cache the arithmetic mimics ggml's non-flash CPU path: the query is rounded to F16
 // before the K.Q products (exactly summed for head_dim < 64, as ggml's scalar tail does); prefill
 // also rounds the normalized probabilities to F16 before the product with V (it then needs the
-// final row max and sum first: a second pass over the keys, reusing the kept scores), decode does
-// not (split-K never holds the normalized probabilities); accumulation is in f32. Results do not
+// final row max and sum first: the scores are kept, then, as ggml's soft_max, the row max, the
+// exponentials and their sum in double, then the products with V; over kScoreCacheMaxKeys visible
+// keys the max and sum are taken online and the scores computed again), decode does not (split-K
+// never holds the normalized probabilities); accumulation is in f32. Results do not
 // depend on the thread count, and prefill results do not depend on how a prompt is split into
 // chunks of two or more tokens.
 #pragma once

@@ -33,7 +33,7 @@ size_t prefill_block_rows(const AttentionParams& p) {
 size_t prefill_thread_floats(const AttentionParams& p) {
   const size_t rows = prefill_block_rows(p);
   const auto hd = static_cast<size_t>(p.head_dim);
-  return 2 * kKeyBlock * hd + rows * kKeyBlock + rows * hd + rows;
+  return 2 * kKeyBlock * hd + rows * kKeyBlock + rows * hd + rows;  // K, V, S, acc, m
 }
 
 void attention_prefill(const AttentionParams& p, const float* q, const int32_t* q_pos, int64_t n_q,
@@ -137,10 +137,11 @@ void attention_prefill(const AttentionParams& p, const float* q, const int32_t* 
         scale_f32(acc + static_cast<size_t>(r) * hd, l[r] > 0.0 ? static_cast<float>(1.0 / l[r]) : 0.0f, hd);
     } else {
       // F16 cache: like ggml, the normalized probabilities are rounded to F16 before the V
-      // product, so the final max and sum are needed first: pass 1 computes them (online),
-      // pass 2 accumulates round_f16(p) * v. Pass 1 writes the scores straight into the thread's
-      // score cache when the visible key range fits it (score_keys per row), otherwise pass 2
-      // recomputes them.
+      // product, so the final max and sum are needed first. When the visible key range fits the
+      // thread's score cache (score_keys per row), as ggml's soft_max does: pass 1 writes the
+      // scores and the row maxima, pass 2 turns each row into e^(s - max) in place and sums it
+      // (double), pass 3 multiplies by 1 / sum, rounds to F16 and accumulates p * v: one exp per
+      // score. Longer ranges: pass 1 computes max and sum online and pass 2 recomputes the scores.
       const int64_t span = j_end - j_begin;
       const bool cached = span <= score_keys;
       for (int64_t kb = j_begin; kb < j_end; kb += kKeyBlock) {
@@ -155,24 +156,27 @@ void attention_prefill(const AttentionParams& p, const float* q, const int32_t* 
           const float rmax = row_max(Sr, nk);
           if (rmax == kNegInf) continue;
           const float m_new = std::max(m[r], rmax);
-          if (m[r] != kNegInf && m_new != m[r]) l[r] *= std::exp(static_cast<double>(m[r]) - m_new);
-          l[r] += exp_sum_row(Sr, nk, m_new, nullptr);
+          if (!cached) {
+            if (m[r] != kNegInf && m_new != m[r]) l[r] *= std::exp(static_cast<double>(m[r]) - m_new);
+            l[r] += exp_sum_row(Sr, nk, m_new, nullptr);
+          }
           m[r] = m_new;
         }
       }
+      if (cached)
+        for (int r = 0; r < nrows; ++r) {
+          float* Sr = score_cache + static_cast<size_t>(r) * static_cast<size_t>(score_keys);
+          l[r] = m[r] == kNegInf ? 0.0 : exp_sum_row(Sr, static_cast<int>(span), m[r], Sr);
+        }
       // l becomes the normalizer 1/sum, rounded to float as ggml's soft_max does.
       for (int r = 0; r < nrows; ++r) l[r] = l[r] > 0.0 ? static_cast<float>(1.0 / l[r]) : 0.0f;
       for (int64_t kb = j_begin; kb < j_end; kb += kKeyBlock) {
         const int nk = static_cast<int>(std::min<int64_t>(kKeyBlock, j_end - kb));
         const float *Kb = nullptr, *Vb = nullptr;
         if (!cached) load(kb, nk, true, Kb, Vb);  // the cached path needs V only (converted below)
-        const float* src = S;
-        size_t stride = kKeyBlock;
         if (cached) {
           f16_to_f32(static_cast<const uint16_t*>(hc.v_data()) + kb * hd, Vf, nk * hd);
           Vb = Vf;
-          src = score_cache + (kb - j_begin);
-          stride = static_cast<size_t>(score_keys);
         } else {
           scores(kb, nk, Kb, S, kKeyBlock);
         }
@@ -180,9 +184,12 @@ void attention_prefill(const AttentionParams& p, const float* q, const int32_t* 
           float* Pr = S + static_cast<size_t>(r) * kKeyBlock;
           if (m[r] == kNegInf) {
             std::fill(Pr, Pr + nk, 0.0f);
-            continue;
+          } else if (cached) {
+            scale_round_f16_row(score_cache + static_cast<size_t>(r) * static_cast<size_t>(score_keys) + (kb - j_begin),
+                                nk, static_cast<float>(l[r]), Pr);
+          } else {
+            softmax_f16_row(S + static_cast<size_t>(r) * kKeyBlock, nk, m[r], static_cast<float>(l[r]), Pr);
           }
-          softmax_f16_row(src + r * stride, nk, m[r], static_cast<float>(l[r]), Pr);
         }
         pv_tile(S, kKeyBlock, nrows, Vb, nk, hd, acc);
       }

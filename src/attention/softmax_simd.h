@@ -207,4 +207,24 @@ inline void softmax_f16_row(const float* s, int n, float m, float inv, float* ou
 #endif
 }
 
+/// out[j] = round_f16(e[j] * inv): probabilities from exponentials already taken (the cached F16
+/// prefill's pass 3), rounded to F16 as ggml does before the product with an F16 V.
+inline void scale_round_f16_row(const float* e, int n, float inv, float* out) {
+  int j = 0;
+#if SNAPKV_ATTN_AVX512
+  const __m512 wi = _mm512_set1_ps(inv);
+  for (; j + 16 <= n; j += 16)
+    _mm512_storeu_ps(
+        out + j, _mm512_maskz_cvtph_ps(0xFFFF, _mm512_maskz_cvtps_ph(0xFFFF, _mm512_mul_ps(_mm512_loadu_ps(e + j), wi),
+                                                                     _MM_FROUND_TO_NEAREST_INT)));
+#endif
+#if SNAPKV_ATTN_AVX2
+  const __m256 vi = _mm256_set1_ps(inv);
+  for (; j + 8 <= n; j += 8)
+    _mm256_storeu_ps(out + j, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_mul_ps(_mm256_loadu_ps(e + j), vi),
+                                                              _MM_FROUND_TO_NEAREST_INT)));
+#endif
+  for (; j < n; ++j) out[j] = round_f16(e[j] * inv);
+}
+
 }  // namespace snapkv::attn
