@@ -9,8 +9,10 @@ time to first token, and the ratio snapkv / llama.cpp, as a Markdown table.
 
   snapkv:    build/snapkv run -m MODEL -f PROMPT -n N -t T --temp 0 --ignore-eos --json
              -c CTX --kv-type KV --press none   (its JSON timings)
-  llama.cpp: llama-cpp-python (bench/llamacpp_worker.py), n_batch = n_ubatch = 512,
-             flash_attn off, KV cache type KV; llama_perf_context timings.
+  llama.cpp: llama-cpp-python (bench/llamacpp_worker.py), n_batch 2048 / n_ubatch 512
+             (llama.cpp's defaults; --n-batch / --n-ubatch), flash attention off AND on
+             (--flash-attn both, the default: two peers, the table compares against the
+             faster of them per column), KV cache type KV; llama_perf_context timings.
 
 Both peers get the same thread count (-t), KV cache element type (--kv-type, default f16,
 llama.cpp's default) and context size (prompt + n_gen). The prompt text is cut so that
@@ -52,6 +54,10 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--quiet-wait", type=float, default=600,
                     help="before each attempt, wait up to this many seconds for a quiet moment (others under --max-contention)")
     ap.add_argument("--json-out", type=pathlib.Path, default=None, help="also write every raw measurement here")
+    ap.add_argument("--flash-attn", choices=["off", "on", "both"], default="both",
+                    help="llama.cpp's flash attention: off, on, or both as two peers (default)")
+    ap.add_argument("--n-batch", type=int, default=2048, help="llama.cpp n_batch (its default 2048)")
+    ap.add_argument("--n-ubatch", type=int, default=512, help="llama.cpp n_ubatch (its default 512)")
     a = ap.parse_args()
     if a.threads < 1 or a.n_gen < 2 or a.reps < 1:
         bl.fail("need --threads >= 1, --n-gen >= 2, --reps >= 1")
@@ -100,11 +106,14 @@ def main() -> None:
         path.write_text(text)
         prompts[n] = {"file": path, "ids": ids, "tokenizer_check": check}
 
-    raw: dict[int, dict[str, list[dict]]] = {n: {"snapkv": [], "llama.cpp": []} for n in lengths}
+    fa = {"off": [False], "on": [True], "both": [False, True]}[a.flash_attn]
+    llama_peers = [f"llama.cpp FA {'on' if f else 'off'}" for f in fa]
+    peers = ([] if a.llama_only else ["snapkv"]) + llama_peers
+    raw: dict[int, dict[str, list[dict]]] = {n: {p: [] for p in peers} for n in lengths}
     for rep in range(a.reps):
         for n in lengths:
             n_ctx = n + a.n_gen
-            order = ["snapkv", "llama.cpp"] if rep % 2 == 0 else ["llama.cpp", "snapkv"]
+            order = peers if rep % 2 == 0 else peers[::-1]
             for peer in order:
                 if peer == "snapkv" and a.llama_only:
                     continue
@@ -121,7 +130,8 @@ def main() -> None:
                         else:
                             r = bl.run_llamacpp(
                                 {"model": str(a.model), "token_ids": prompts[n]["ids"], "n_gen": a.n_gen,
-                                 "threads": a.threads, "n_ctx": n_ctx, "kv_type": a.kv_type, "n_batch": 512, "n_ubatch": 512}
+                                 "threads": a.threads, "n_ctx": n_ctx, "kv_type": a.kv_type, "n_batch": a.n_batch,
+                                 "n_ubatch": a.n_ubatch, "flash_attn": peer.endswith("on")}
                             )
                     r["other_cpu_share"] = busy.share
                     if busy.share is None or busy.share <= a.max_contention:
@@ -135,7 +145,7 @@ def main() -> None:
                 raw[n][peer].append(r)
                 share = "?" if busy.share is None else f"{100 * busy.share:.0f}%"
                 print(
-                    f"rep {rep + 1}/{a.reps} {n:6d} tok {peer:9s} prefill {r['prefill_tokens_per_s']:8.1f} tok/s  "
+                    f"rep {rep + 1}/{a.reps} {n:6d} tok {peer:16s} prefill {r['prefill_tokens_per_s']:8.1f} tok/s  "
                     f"decode {r['decode_tokens_per_s']:7.1f} tok/s  (other CPU use {share})",
                     file=sys.stderr,
                     flush=True,
@@ -146,30 +156,48 @@ def main() -> None:
 
     rows = []
     for n in lengths:
-        lp, ld, lt = (med(n, "llama.cpp", k) for k in ("prefill_tokens_per_s", "decode_tokens_per_s", "ttft_ms"))
+        lp = {p: med(n, p, "prefill_tokens_per_s") for p in llama_peers}
+        ld = {p: med(n, p, "decode_tokens_per_s") for p in llama_peers}
+        lt = {p: med(n, p, "ttft_ms") for p in llama_peers}
+        best_p, best_d = max(lp.values()), max(ld.values())
+        cells = [n]
         if a.llama_only:
-            rows.append([n, "-", lp, "-", "-", ld, "-", "-", lt, "-"])
+            cells += ["-"] + [f"{lp[p]:.1f}" for p in llama_peers] + ["-", "-"] + [f"{ld[p]:.1f}" for p in llama_peers]
+            cells += ["-"] + [f"{lt[p]:.0f}" for p in llama_peers] + ["-"]
+            rows.append(cells)
             continue
         op, od, ot = (med(n, "snapkv", k) for k in ("prefill_tokens_per_s", "decode_tokens_per_s", "ttft_ms"))
-        ours_ids, theirs_ids = raw[n]["snapkv"][0]["generated_token_ids"], raw[n]["llama.cpp"][0]["generated_token_ids"]
-        agree = next((i for i, (x, y) in enumerate(zip(ours_ids, theirs_ids)) if x != y), min(len(ours_ids), len(theirs_ids)))
-        rows.append([n, op, lp, f"{op / lp:.2f}", od, ld, f"{od / ld:.2f}", ot, lt, f"{agree}/{a.n_gen} ({prompts[n]['tokenizer_check']})"])
+        ours_ids = raw[n]["snapkv"][0]["generated_token_ids"]
+        agree = []
+        for p in llama_peers:
+            theirs = raw[n][p][0]["generated_token_ids"]
+            agree.append(str(next((i for i, (x, y) in enumerate(zip(ours_ids, theirs)) if x != y),
+                                  min(len(ours_ids), len(theirs)))))
+        cells += [f"{op:.1f}"] + [f"{lp[p]:.1f}" for p in llama_peers] + [f"{op / best_p:.2f}"]
+        cells += [f"{od:.1f}"] + [f"{ld[p]:.1f}" for p in llama_peers] + [f"{od / best_d:.2f}"]
+        cells += [f"{ot:.0f}"] + [f"{lt[p]:.0f}" for p in llama_peers]
+        cells += [f"{'/'.join(agree)} of {a.n_gen} ({prompts[n]['tokenizer_check']})"]
+        rows.append(cells)
 
-    print(f"## snapkv vs llama.cpp: {a.model.name}, {a.threads} threads, KV {a.kv_type}, {a.n_gen} generated tokens, median of {a.reps}\n")
+    print(f"## snapkv vs llama.cpp: {a.model.name}, {a.threads} threads, KV {a.kv_type}, {a.n_gen} generated tokens, "
+          f"median of {a.reps}; llama.cpp n_batch {a.n_batch}, n_ubatch {a.n_ubatch}\n")
     extra = {"llama-cpp-python": f"{vers['llama_cpp_python']} (ggml {vers['ggml_commit']})", "model": a.model.name}
     if not a.llama_only:
         extra["snapkv binary"] = f"{a.snapkv} ({bl.snapkv_version(a.snapkv)})"
     print("\n".join(bl.header_lines(extra)) + "\n")
+    short = [p.replace("llama.cpp ", "") for p in llama_peers]
     print(
         bl.md_table(
-            ["prompt tokens", "prefill tok/s snapkv", "prefill tok/s llama.cpp", "ratio", "decode tok/s snapkv",
-             "decode tok/s llama.cpp", "ratio", "TTFT ms snapkv", "TTFT ms llama.cpp", "greedy tokens equal (prompt ids)"],
+            ["prompt tokens", "prefill tok/s snapkv"] + [f"prefill llama.cpp {s}" for s in short] + ["ratio vs best"]
+            + ["decode tok/s snapkv"] + [f"decode llama.cpp {s}" for s in short] + ["ratio vs best"]
+            + ["TTFT ms snapkv"] + [f"TTFT ms llama.cpp {s}" for s in short]
+            + ["greedy tokens equal (per llama.cpp peer; prompt ids)"],
             rows,
         )
     )
     print(
-        "\nratio = snapkv / llama.cpp (> 1: snapkv faster). Decode tok/s = (n_gen - 1) single-token "
-        "steps / their time; TTFT includes prefill. llama.cpp timings: llama_perf_context."
+        "\nratio vs best = snapkv / the faster llama.cpp setting in that column (> 1: snapkv faster). Decode tok/s = "
+        "(n_gen - 1) single-token steps / their time; TTFT includes prefill. llama.cpp timings: llama_perf_context."
     )
     shares = [r["other_cpu_share"] for n in lengths for p in raw[n].values() for r in p if r["other_cpu_share"] is not None]
     if shares:

@@ -3,7 +3,7 @@
 
 Reads a JSON request on stdin:
     {"model": PATH, "token_ids": [...], "n_gen": 128, "threads": 2, "n_ctx": N,
-     "kv_type": "f16"|"f32", "n_batch": 512, "n_ubatch": 512}
+     "kv_type": "f16"|"f32", "n_batch": 2048, "n_ubatch": 512, "flash_attn": false}
 evaluates the prompt token ids (BOS included by the caller), then generates n_gen tokens
 greedily (argmax of raw logits, ties -> lowest id, EOS ignored), and prints one JSON line:
     {"n_prompt_tokens", "prefill_ms", "prefill_tokens_per_s", "n_decode_evals",
@@ -32,11 +32,11 @@ def main() -> None:
     llm = llama_cpp.Llama(
         req["model"],
         n_ctx=int(req["n_ctx"]),
-        n_batch=int(req.get("n_batch", 512)),
+        n_batch=int(req.get("n_batch", 2048)),
         n_ubatch=int(req.get("n_ubatch", 512)),
         n_threads=int(req["threads"]),
         n_threads_batch=int(req["threads"]),
-        flash_attn=False,
+        flash_attn=bool(req.get("flash_attn", False)),
         type_k=kv,
         type_v=kv,
         logits_all=False,
@@ -79,6 +79,9 @@ def main() -> None:
         "generated_token_ids": gen,
         "threads": int(req["threads"]),
         "kv_type": req.get("kv_type", "f16"),
+        "n_batch": int(req.get("n_batch", 2048)),
+        "n_ubatch": int(req.get("n_ubatch", 512)),
+        "flash_attn": bool(req.get("flash_attn", False)),
     }
     print(json.dumps(out))
 

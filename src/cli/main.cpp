@@ -328,7 +328,7 @@ int main(int argc, char** argv) {
   using snapkv::cli::printable;
   CLI::App app{"snapkv: LLM inference with SnapKV prompt KV-cache compression", "snapkv"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "snapkv 0.1.0");
+  app.set_version_flag("--version", "snapkv " SNAPKV_PROJECT_VERSION);
 
   RunOptions run_opt;
   auto* run = app.add_subcommand("run", "generate text from a prompt");

@@ -61,6 +61,12 @@ TEST(CliRun, StreamsTextWithoutJson) {
   EXPECT_NE(r.out.find("there was a little girl"), std::string::npos) << r.out;
 }
 
+TEST(CliRun, VersionIsTheProjectVersion) {
+  const auto r = run_cli({"--version"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out, std::string("snapkv ") + SNAPKV_PROJECT_VERSION + "\n");
+}
+
 TEST(CliRun, GemmaChatMatchesLlamaCppTokensAndGreedyPath) {
   REQUIRE_GEMMA();
   // Golden data recorded from llama.cpp (tools/make_gemma_golden.py): the same question in
