@@ -417,8 +417,10 @@ void BM_FmaPeak(benchmark::State& st) {
   constexpr int64_t kIters = 1 << 22;
 #if defined(__AVX512F__)
   constexpr int kLanes = 16;
-#else
+#elif defined(__AVX2__) && defined(__FMA__)
   constexpr int kLanes = 8;
+#else
+  constexpr int kLanes = 1;
 #endif
   float sink = 0;
   for (auto _ : st) {
@@ -437,6 +439,12 @@ void BM_FmaPeak(benchmark::State& st) {
       const V x = _mm256_set1_ps(0.999f), y = _mm256_set1_ps(1e-7f);
       V a[12];
       for (int i = 0; i < 12; ++i) a[i] = _mm256_set1_ps(static_cast<float>(i));
+#else
+      using V = float;
+      auto fma = [](V a, V b, V c) { return std::fma(a, b, c); };
+      const V x = 0.999f, y = 1e-7f;
+      V a[12];
+      for (int i = 0; i < 12; ++i) a[i] = static_cast<float>(i);
 #endif
       for (int64_t it = 0; it < kIters; ++it)
         for (int i = 0; i < 12; ++i) a[i] = fma(a[i], x, y);

@@ -162,8 +162,9 @@ def main() -> None:
         best_p, best_d = max(lp.values()), max(ld.values())
         cells = [n]
         if a.llama_only:
-            cells += ["-"] + [f"{lp[p]:.1f}" for p in llama_peers] + ["-", "-"] + [f"{ld[p]:.1f}" for p in llama_peers]
-            cells += ["-"] + [f"{lt[p]:.0f}" for p in llama_peers] + ["-"]
+            cells += ["-"] + [f"{lp[p]:.1f}" for p in llama_peers] + ["-"]  # prefill snapkv, llama.cpp, ratio
+            cells += ["-"] + [f"{ld[p]:.1f}" for p in llama_peers] + ["-"]  # decode snapkv, llama.cpp, ratio
+            cells += ["-"] + [f"{lt[p]:.0f}" for p in llama_peers] + ["-"]  # TTFT snapkv, llama.cpp, agreement
             rows.append(cells)
             continue
         op, od, ot = (med(n, "snapkv", k) for k in ("prefill_tokens_per_s", "decode_tokens_per_s", "ttft_ms"))

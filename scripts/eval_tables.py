@@ -64,7 +64,7 @@ def main():
 
     if scored:
         lengths = sorted({r["length"] for r in scored})
-        protos = [p for p in ("aware", "agnostic", "multi", "reselect") if any(r["protocol"] == p for r in scored)]
+        protos = [p for p in ("aware", "agnostic", "multi", "followup", "reselect") if any(r["protocol"] == p for r in scored)]
         tasks = sorted({r["task"] for r in scored})
         full = {(r["task"], r["length"], r["protocol"]): r["score"] for r in scored if r["press"] == "none"}
         print("Full cache (`none`), score % per task and length (" + " / ".join(protos) + "):\n")

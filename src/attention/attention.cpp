@@ -67,7 +67,8 @@ void attention(const AttentionParams& p, const float* q, const int32_t* q_pos, i
   const auto threads = static_cast<size_t>(n_threads);
   const size_t rows = attn::prefill_block_rows(p);
   if (ws.thread_.size() < threads * ws.thread_floats_) ws.thread_.resize(threads * ws.thread_floats_);
-  if (ws.thread_sums_.size() < threads * rows) ws.thread_sums_.resize(threads * rows);
+  if (ws.thread_sums_.size() < threads * rows * attn::kSumsPerRow)
+    ws.thread_sums_.resize(threads * rows * attn::kSumsPerRow);
   if (ws.thread_rows_.size() < threads * rows) ws.thread_rows_.resize(threads * rows);
   // Scores kept between the two passes of an F16 cache: one row per query row, as long as the
   // longest head (a task's visible key range never exceeds it), capped.

@@ -61,7 +61,8 @@ void attention_prefill(const AttentionParams& p, const float* q, const int32_t* 
     float* S = Vf + kKeyBlock * hd;  // [rows][kKeyBlock] scores, then probabilities
     float* acc = S + max_rows * kKeyBlock;
     float* m = acc + max_rows * static_cast<size_t>(hd);
-    double* l = thread_sums + tid * max_rows;
+    double* l = thread_sums + tid * max_rows * kSumsPerRow;
+    double* lanes = l + max_rows;  // [rows][kExpSumLanes]: the F16 path's uncached sums
     const float** qrows = thread_rows + tid * max_rows;
     float* score_cache = f16 ? score_cache_all + tid * max_rows * static_cast<size_t>(score_keys) : nullptr;
     // Row r = (token t0 + r / G, query head g * G + r % G).
@@ -137,11 +138,13 @@ void attention_prefill(const AttentionParams& p, const float* q, const int32_t* 
         scale_f32(acc + static_cast<size_t>(r) * hd, l[r] > 0.0 ? static_cast<float>(1.0 / l[r]) : 0.0f, hd);
     } else {
       // F16 cache: like ggml, the normalized probabilities are rounded to F16 before the V
-      // product, so the final max and sum are needed first. When the visible key range fits the
-      // thread's score cache (score_keys per row), as ggml's soft_max does: pass 1 writes the
-      // scores and the row maxima, pass 2 turns each row into e^(s - max) in place and sums it
-      // (double), pass 3 multiplies by 1 / sum, rounds to F16 and accumulates p * v: one exp per
-      // score. Longer ranges: pass 1 computes max and sum online and pass 2 recomputes the scores.
+      // product, so the final max and sum are needed first; as ggml's soft_max, the exponentials
+      // are taken against the final row max and summed in double. Pass 1 computes the scores and
+      // the row maxima. When the visible key range fits the thread's score cache (score_keys per
+      // row), pass 1 keeps the scores there, pass 2 turns each row into e^(s - max) in place and
+      // sums it, pass 3 multiplies by 1 / sum, rounds to F16 and accumulates p * v: one exp per
+      // score. Longer ranges compute the scores again in pass 2 (summed block by block into the
+      // same lanes, so the sum has the same bits) and in pass 3.
       const int64_t span = j_end - j_begin;
       const bool cached = span <= score_keys;
       for (int64_t kb = j_begin; kb < j_end; kb += kKeyBlock) {
@@ -151,23 +154,26 @@ void attention_prefill(const AttentionParams& p, const float* q, const int32_t* 
         float* dst = cached ? score_cache + (kb - j_begin) : S;
         const size_t stride = cached ? static_cast<size_t>(score_keys) : static_cast<size_t>(kKeyBlock);
         scores(kb, nk, Kb, dst, stride);
-        for (int r = 0; r < nrows; ++r) {
-          const float* Sr = dst + r * stride;
-          const float rmax = row_max(Sr, nk);
-          if (rmax == kNegInf) continue;
-          const float m_new = std::max(m[r], rmax);
-          if (!cached) {
-            if (m[r] != kNegInf && m_new != m[r]) l[r] *= std::exp(static_cast<double>(m[r]) - m_new);
-            l[r] += exp_sum_row(Sr, nk, m_new, nullptr);
-          }
-          m[r] = m_new;
-        }
+        for (int r = 0; r < nrows; ++r) m[r] = std::max(m[r], row_max(dst + r * stride, nk));
       }
-      if (cached)
+      if (cached) {
         for (int r = 0; r < nrows; ++r) {
           float* Sr = score_cache + static_cast<size_t>(r) * static_cast<size_t>(score_keys);
           l[r] = m[r] == kNegInf ? 0.0 : exp_sum_row(Sr, static_cast<int>(span), m[r], Sr);
         }
+      } else {
+        std::fill(lanes, lanes + static_cast<size_t>(nrows) * kExpSumLanes, 0.0);
+        for (int64_t kb = j_begin; kb < j_end; kb += kKeyBlock) {
+          const int nk = static_cast<int>(std::min<int64_t>(kKeyBlock, j_end - kb));
+          const float *Kb, *Vb;
+          load(kb, nk, false, Kb, Vb);
+          scores(kb, nk, Kb, S, kKeyBlock);
+          for (int r = 0; r < nrows; ++r)
+            if (m[r] != kNegInf)
+              exp_sum_add(S + static_cast<size_t>(r) * kKeyBlock, nk, m[r], nullptr, lanes + r * kExpSumLanes);
+        }
+        for (int r = 0; r < nrows; ++r) l[r] = m[r] == kNegInf ? 0.0 : exp_sum_total(lanes + r * kExpSumLanes);
+      }
       // l becomes the normalizer 1/sum, rounded to float as ggml's soft_max does.
       for (int r = 0; r < nrows; ++r) l[r] = l[r] > 0.0 ? static_cast<float>(1.0 / l[r]) : 0.0f;
       for (int64_t kb = j_begin; kb < j_end; kb += kKeyBlock) {

@@ -17,13 +17,16 @@ constexpr int kExactDotBelow = 64;
 /// (up to 64 rows x 64K keys x 4 bytes = 16 MiB per thread); longer key ranges are scored twice.
 constexpr int64_t kScoreCacheMaxKeys = 65536;
 
+/// Doubles of thread_sums per query row: the row's sum, then the lanes of exp_sum_add (8).
+constexpr size_t kSumsPerRow = 9;
+
 /// Query rows (tokens x heads of one KV group) processed together by one task.
 size_t prefill_block_rows(const AttentionParams& p);
 /// Floats of one thread's block buffers.
 size_t prefill_thread_floats(const AttentionParams& p);
 
 /// Attention of n_q > 1 queries (already rounded to F16 precision for an F16 cache). Per-thread
-/// scratch: thread_scratch[threads][thread_floats], thread_sums[threads][rows],
+/// scratch: thread_scratch[threads][thread_floats], thread_sums[threads][rows * kSumsPerRow],
 /// thread_rows[threads][rows] with rows = prefill_block_rows(p), and for an F16 cache
 /// score_cache[threads][rows][score_keys] (unused for F32; score_keys >= 0).
 void attention_prefill(const AttentionParams& p, const float* q, const int32_t* q_pos, int64_t n_q,

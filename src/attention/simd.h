@@ -9,7 +9,7 @@
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 #define SNAPKV_ATTN_AVX2 1
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) && defined(__AVX512VL__)  // VL: the 32 vector registers for 256-bit tiles too
 #define SNAPKV_ATTN_AVX512 1
 #endif
 #endif

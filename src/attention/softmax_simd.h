@@ -1,5 +1,6 @@
 // Row helpers of the blocked prefill softmax: causal/sliding-window masking with the attention
-// scale, row maxima, and exponentials, 8 lanes at a time with AVX2 (scalar otherwise).
+// scale, row maxima, and exponentials, 8 lanes at a time with AVX2 (16 with AVX-512, the same
+// operations lane for lane; scalar otherwise).
 //
 // Every element goes through the same exp() whatever its place in a row (row tails are padded to a
 // full vector), so a probability does not depend on how many keys a block holds; that keeps the
@@ -139,12 +140,17 @@ inline float row_max(const float* s, int n) {
   return m;
 }
 
-/// Returns sum_j e^(s[j] - m) in double (masked -inf entries add 0); when out is not null also
-/// writes out[j] = e^(s[j] - m) (out may equal s). m must be finite.
-inline double exp_sum_row(const float* s, int n, float m, float* out) {
+/// Lanes of a running sum of exponentials in double, as exp_sum_row keeps it: lanes 0-3 take
+/// elements 0-3 of each group of 8, lanes 4-7 elements 4-7 (lane 0 only with the scalar code). A
+/// row summed in pieces that start at multiples of 16 gives the same bits as one call over it.
+constexpr int kExpSumLanes = 8;
+
+/// Adds e^(s[j] - m) for j < n to the sum lane[0..kExpSumLanes) (masked -inf entries add 0); when
+/// out is not null also writes out[j] = e^(s[j] - m) (out may equal s). m must be finite.
+inline void exp_sum_add(const float* s, int n, float m, float* out, double* lane) {
 #if SNAPKV_ATTN_AVX2
   const __m256 vm = _mm256_set1_ps(m);
-  __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
+  __m256d a0 = _mm256_loadu_pd(lane), a1 = _mm256_loadu_pd(lane + 4);
   int j = 0;
   auto step = [&](__m256 e) {
     a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
@@ -170,16 +176,30 @@ inline double exp_sum_row(const float* s, int n, float m, float* out) {
     if (out != nullptr) store_partial(out + j, n - j, e);
     step(e);
   }
-  return hsum_pd(_mm256_add_pd(a0, a1));
+  _mm256_storeu_pd(lane, a0);
+  _mm256_storeu_pd(lane + 4, a1);
 #else
-  double sum = 0.0;
   for (int j = 0; j < n; ++j) {
     const float e = exp_or_zero(s[j] - m);
     if (out != nullptr) out[j] = e;
-    sum += static_cast<double>(e);
+    lane[0] += static_cast<double>(e);
   }
-  return sum;
 #endif
+}
+
+/// The sum the lanes hold, paired as hsum_pd(lanes 0-3 + lanes 4-7).
+inline double exp_sum_total(const double* lane) {
+  double c[4];
+  for (int i = 0; i < 4; ++i) c[i] = lane[i] + lane[i + 4];
+  return (c[0] + c[2]) + (c[1] + c[3]);
+}
+
+/// Returns sum_j e^(s[j] - m) in double (masked -inf entries add 0); when out is not null also
+/// writes out[j] = e^(s[j] - m) (out may equal s). m must be finite.
+inline double exp_sum_row(const float* s, int n, float m, float* out) {
+  double lane[kExpSumLanes] = {0, 0, 0, 0, 0, 0, 0, 0};
+  exp_sum_add(s, n, m, out, lane);
+  return exp_sum_total(lane);
 }
 
 /// out[j] = round_f16(e^(s[j] - m) * inv): the normalized probabilities rounded to F16 as ggml

@@ -81,8 +81,9 @@ inline void pv_rows_512(const float* P, int p_stride, const float* V, int nk, in
 #endif
 
 /// S[r * s_stride + j] = dot(q[r], K[j]) for r < nr, j < nk; q[r] = qrows[r] (hd floats each),
-/// K rows contiguous [nk][hd]. Register-blocked 2 rows x 4 keys when hd % 8 == 0 (AVX2), so each
-/// loaded vector feeds several FMAs; f32 accumulation.
+/// K rows contiguous [nk][hd]. Register-blocked when hd % 8 == 0: 2 rows x 8 keys with AVX-512's
+/// 32 registers (qk_rows_8keys), else 2 rows x 4 keys (AVX2), so each loaded vector feeds several
+/// FMAs; f32 accumulation, every score bit for bit dot8's.
 inline void qk_tile(const float* const* qrows, int nr, const float* K, int nk, int hd, float* S, int s_stride) {
 #if SNAPKV_ATTN_AVX512
   if (hd % 8 == 0) {
@@ -189,8 +190,9 @@ inline void pv_rows2(const float* P, int p_stride, bool two_rows, const float* V
 #endif
 
 /// acc[r][:] += sum_j P[r * p_stride + j] * V[j][:] for r < nr (acc rows contiguous [nr][hd]),
-/// j ascending for every element. Register-tiled 2 rows x 32 dims when hd % 32 == 0 (AVX2): acc
-/// stays in registers over the keys. Zero probabilities are multiplied like any other (V is finite).
+/// j ascending for every element. Register-tiled 4 rows x 64 dims when hd % 64 == 0 (AVX-512,
+/// pv_rows_512), else 2 rows x 32 dims when hd % 32 == 0 (AVX2): acc stays in registers over the
+/// keys. Zero probabilities are multiplied like any other (V is finite).
 inline void pv_tile(const float* P, int p_stride, int nr, const float* V, int nk, int hd, float* acc) {
 #if SNAPKV_ATTN_AVX512
   if (hd % 64 == 0) {

@@ -66,7 +66,8 @@ class PromptFormat {
   /// Token ids that continue the prompt of `first` (context + question, as tokenize() gives them)
   /// with `first_answer` as the model's answer to it and then `next`'s question (with its answer
   /// prefix) as a follow-up: in the chat format an assistant turn and a new user turn rendered by
-  /// the template; in the base format the answer, a blank line and the question. `next.context`
+  /// the template; in the base format " " + the answer, "\n\n" and the question's text (RULER's
+  /// questions start with their own "\n"). `next.context`
   /// is not used. Throws snapkv::Error when the template does not render the first turn as a
   /// prefix of the conversation.
   std::vector<int32_t> follow_up(const TaskText& first, const std::string& first_answer, const TaskText& next) const;

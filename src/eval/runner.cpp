@@ -282,6 +282,9 @@ std::vector<Record> Runner::run_generate(const Sample& s, const std::vector<Pres
   const int n_questions = multi ? static_cast<int>(s.questions.size()) : 1;
   SequenceOptions so;
   so.n_ctx = std::max<int64_t>(s.length, static_cast<int64_t>(s.ids.size()) + gen);
+  if (p == Protocol::Followup)  // the longest follow-up (question 0 is in the prompt), then the answer
+    for (const Question& q : s.questions)
+      so.n_ctx = std::max<int64_t>(so.n_ctx, n_prompt + static_cast<int64_t>(q.follow_up.size()) + gen);
   so.kv_type = opt_.kv_type;
   if (p == Protocol::Reselect) so.cold_tier = opt_.cold_tier;
 

@@ -513,9 +513,15 @@ void Generator::Impl::niah(Sample& s, const NiahDef& d, int64_t target, double g
   for (const std::string& v : values[0]) answer0 += (answer0.empty() ? "" : ", ") + v;
   TaskText first = parts(keys[0], d.num_v == 1);
   first.context = "Text.";
-  for (int i = 1; i < num_k; ++i)
-    s.questions[static_cast<size_t>(i)].follow_up =
-        fmt->follow_up(first, answer0 + ".", parts(keys[static_cast<size_t>(i)], d.num_v == 1));
+  // A template that cannot render the follow-up leaves the ids empty: only the followup protocol
+  // needs them, and it reports the sample as an error then.
+  try {
+    for (int i = 1; i < num_k; ++i)
+      s.questions[static_cast<size_t>(i)].follow_up =
+          fmt->follow_up(first, answer0 + ".", parts(keys[static_cast<size_t>(i)], d.num_v == 1));
+  } catch (const Error&) {
+    for (Question& q : s.questions) q.follow_up.clear();
+  }
   if (grid_depth >= 0) {
     const Tokenizer& tok = fmt->tokenizer();
     const size_t at = needle_at.at(0);
