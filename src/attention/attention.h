@@ -13,7 +13,8 @@
 // also rounds the normalized probabilities to F16 before the product with V (it then needs the
 // final row max and sum first: the scores are kept, then, as ggml's soft_max, the row max, the
 // exponentials and their sum in double, then the products with V; over kScoreCacheMaxKeys visible
-// keys the max and sum are taken online and the scores computed again), decode does not (split-K
+// keys the scores are computed again for the sum and for the products, with the same bits), decode
+// does not (split-K
 // never holds the normalized probabilities); accumulation is in f32. Results do not
 // depend on the thread count, and prefill results do not depend on how a prompt is split into
 // chunks of two or more tokens.
