@@ -4,8 +4,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace snapkv::test {
 
@@ -40,6 +42,15 @@ inline std::string file_bytes(const std::filesystem::path& p) {
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+/// n floats drawn from N(0, sd^2) with a fixed seed (test inputs for the kernels).
+inline std::vector<float> randn(size_t n, uint64_t seed, float sd = 1.0f) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.0f, sd);
+  std::vector<float> v(n);
+  for (auto& x : v) x = nd(rng);
+  return v;
 }
 
 }  // namespace snapkv::test

@@ -13,17 +13,12 @@
 #include "attention/simd.h"
 #include "attention/softmax_simd.h"
 #include "attention/tiles.h"
+#include "test_util.h"
 
 namespace snapkv::attn {
 namespace {
 
-std::vector<float> random_floats(size_t n, uint64_t seed, float scale = 1.0f) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> nd(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = nd(rng);
-  return v;
-}
+using test::randn;
 
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
 
@@ -39,8 +34,8 @@ TEST(PrefillTiles, QKTileEqualsTheEightLaneDotBitForBit) {
   for (const int hd : {8, 64, 72, 256}) {
     for (const int nr : {1, 2, 3, 5, 48}) {
       for (const int nk : {1, 7, 8, 9, 31, 64}) {
-        const auto q = random_floats(static_cast<size_t>(nr * hd), 11u + static_cast<uint64_t>(hd * nr));
-        const auto k = random_floats(static_cast<size_t>(nk * hd), 5u + static_cast<uint64_t>(nk));
+        const auto q = randn(static_cast<size_t>(nr * hd), 11u + static_cast<uint64_t>(hd * nr));
+        const auto k = randn(static_cast<size_t>(nk * hd), 5u + static_cast<uint64_t>(nk));
         std::vector<const float*> rows(static_cast<size_t>(nr));
         for (int r = 0; r < nr; ++r) rows[static_cast<size_t>(r)] = q.data() + static_cast<size_t>(r) * hd;
         const int stride = nk + 3;
@@ -66,9 +61,9 @@ TEST(PrefillTiles, PVTileIsOneFmaPerKeyInAscendingOrder) {
     for (const int nr : {1, 2, 3, 4, 5, 7, 48}) {
       for (const int nk : {1, 5, 64}) {
         const int p_stride = 64;
-        const auto p = random_floats(static_cast<size_t>(nr * p_stride), 3u + static_cast<uint64_t>(nr), 0.1f);
-        const auto v = random_floats(static_cast<size_t>(nk * hd), 17u + static_cast<uint64_t>(hd));
-        const auto acc0 = random_floats(static_cast<size_t>(nr * hd), 23u);
+        const auto p = randn(static_cast<size_t>(nr * p_stride), 3u + static_cast<uint64_t>(nr), 0.1f);
+        const auto v = randn(static_cast<size_t>(nk * hd), 17u + static_cast<uint64_t>(hd));
+        const auto acc0 = randn(static_cast<size_t>(nr * hd), 23u);
         std::vector<float> acc = acc0;
         pv_tile(p.data(), p_stride, nr, v.data(), nk, hd, acc.data());
         for (int r = 0; r < nr; ++r)
@@ -91,7 +86,7 @@ TEST(PrefillTiles, PVTileIsOneFmaPerKeyInAscendingOrder) {
 
 #if SNAPKV_ATTN_AVX512
 TEST(PrefillTiles, Exp16IsExp8LaneForLane) {
-  auto x = random_floats(4096, 99, 30.0f);
+  auto x = randn(4096, 99, 30.0f);
   const float specials[] = {0.0f,
                             -0.0f,
                             -87.3f,
@@ -119,7 +114,7 @@ TEST(PrefillTiles, Exp16IsExp8LaneForLane) {
 // with -inf) through exp8, lanes 0-3 and 4-7 summed in double in two accumulators, then hsum_pd.
 TEST(PrefillTiles, SoftmaxRowsEqualTheEightLaneDefinition) {
   for (const int n : {1, 8, 15, 16, 17, 40, 64, 100}) {
-    auto s = random_floats(static_cast<size_t>(n), 7u + static_cast<uint64_t>(n), 3.0f);
+    auto s = randn(static_cast<size_t>(n), 7u + static_cast<uint64_t>(n), 3.0f);
     if (n > 3) s[2] = -std::numeric_limits<float>::infinity();  // a masked key
     const float m = 2.5f, inv = 0.37f;
     double a0[4] = {0, 0, 0, 0}, a1[4] = {0, 0, 0, 0};

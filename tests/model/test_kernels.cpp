@@ -9,17 +9,12 @@
 #include "model/activation.h"
 #include "model/norm.h"
 #include "model/rope.h"
+#include "test_util.h"
 
 namespace snapkv {
 namespace {
 
-std::vector<float> randn(size_t n, uint64_t seed, float sd = 1.0f) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> nd(0.0f, sd);
-  std::vector<float> v(n);
-  for (auto& x : v) x = nd(rng);
-  return v;
-}
+using test::randn;
 
 // RoFormer eq. 34 in double: theta_i = pos * freq_scale * base^(-2i/n_rot) / ff_i.
 std::vector<double> rope_ref(const RopeParams& p, int32_t pos, const std::vector<float>& x, int n_heads) {
