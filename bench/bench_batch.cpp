@@ -248,8 +248,7 @@ int main(int argc, char** argv) {
       if (press != "none") idle.back()->compress(PressSpec::parse(press), ws);
       const auto& st = idle.back()->stats();
       kv += st.kv_cache_bytes;
-      pos += st.kv_cache_bytes / (2 * static_cast<size_t>(info.head_dim) * snapkv::kv_type_size(snapkv::KVType::F16)) *
-             sizeof(int32_t);
+      pos += st.kv_cache_bytes / (2 * snapkv::kv_row_bytes(snapkv::KVType::F16, info.head_dim)) * sizeof(int32_t);
       constant += idle.back()->constant_bytes();
     }
     const size_t grown_held = resident_bytes() - rss0;

@@ -329,8 +329,8 @@ struct AttnShape {
   }
 };
 
-/// `copies` sets of `rows` sequences, each an F16 cache of `keys` entries (positions 0..keys-1)
-/// per KV head, and their queries at position keys - 1 (every key visible).
+/// `copies` sets of `rows` sequences, each an F16 (or Q8_0) cache of `keys` entries (positions
+/// 0..keys-1) per KV head, and their queries at position keys - 1 (every key visible).
 struct DecodeData {
   int64_t keys = 0, rows = 0, copies = 0;
   std::vector<std::unique_ptr<snapkv::KVLayerCache>> caches;  // [copies][rows]
@@ -343,16 +343,16 @@ constexpr double kDecodeFootprint = 640e6;  // bytes of caches cycled through (>
 
 /// Built on first use and kept until another (shape, keys, rows, warm) is asked for. warm: one
 /// set only, read again by every iteration (cache-resident when small: the compute ceiling).
-const DecodeData& decode_data(const AttnShape& s, int64_t keys, int64_t rows, bool warm) {
+const DecodeData& decode_data(const AttnShape& s, int64_t keys, int64_t rows, bool warm, snapkv::KVType type) {
   static std::string built;
   static std::unique_ptr<DecodeData> d;
-  const std::string id = fmt::format("{}/{}/{}/{}", s.model, keys, rows, warm);
+  const std::string id = fmt::format("{}/{}/{}/{}/{}", s.model, keys, rows, warm, snapkv::kv_type_name(type));
   if (d && built == id) return *d;
   d.reset();
   d = std::make_unique<DecodeData>();
   d->keys = keys;
   d->rows = rows;
-  d->bytes_per_set = static_cast<size_t>(rows * s.n_head_kv * keys) * 2 * static_cast<size_t>(s.head_dim) * 2;
+  d->bytes_per_set = static_cast<size_t>(rows * s.n_head_kv * keys) * 2 * snapkv::kv_row_bytes(type, s.head_dim);
   d->copies =
       warm ? 1 : std::max<int64_t>(1, static_cast<int64_t>(kDecodeFootprint / static_cast<double>(d->bytes_per_set)));
   const size_t qn = static_cast<size_t>(s.n_head) * static_cast<size_t>(s.head_dim);
@@ -374,7 +374,7 @@ const DecodeData& decode_data(const AttnShape& s, int64_t keys, int64_t rows, bo
     for (int g = 0; g < s.n_head_kv; ++g) {
       for (auto& e : k) e = 2.0f * uniform();
       for (auto& e : v) e = uniform();
-      snapkv::KVHeadCache h(snapkv::KVType::F16, s.head_dim);
+      snapkv::KVHeadCache h(type, s.head_dim);
       h.append(keys, pos.data(), k.data(), s.head_dim, v.data(), s.head_dim);
       cache->heads.push_back(std::move(h));
     }
@@ -386,8 +386,9 @@ const DecodeData& decode_data(const AttnShape& s, int64_t keys, int64_t rows, bo
   return *d;
 }
 
-void run_decode_attn(benchmark::State& st, AttnShape s, int64_t keys, int64_t rows, int threads, bool old, bool warm) {
-  const DecodeData& d = decode_data(s, keys, rows, warm);
+void run_decode_attn(benchmark::State& st, AttnShape s, int64_t keys, int64_t rows, int threads, bool old, bool warm,
+                     snapkv::KVType type) {
+  const DecodeData& d = decode_data(s, keys, rows, warm, type);
   const snapkv::AttentionParams p = s.params();
   snapkv::DecodeWorkspace ws(p, rows);
   OldDecode peer(p, keys);
@@ -555,12 +556,16 @@ void register_all() {
 
   // Decode attention: SmolLM2 (9 query heads, 3 KV heads, head_dim 64) and Gemma 3 270M (4 / 1 /
   // 256) shapes; the (shape, keys, rows) loop is outermost so each cache set is built once.
+  // old / new: the previous and the split-K kernel over F16 caches; q8_0: the split-K kernel over
+  // Q8_0 caches (registered after the F16 ones: a set is rebuilt when the type changes).
   const AttnShape attn_shapes[] = {{"smollm2", 9, 3, 64}, {"gemma3", 4, 1, 256}};
-  auto reg_attn = [](const AttnShape& s, int64_t keys, int64_t rows, int th, bool old, bool warm) {
-    const std::string name = fmt::format("DecodeAttn/{}/{}/keys:{}/rows:{}/threads:{}{}", s.model, old ? "old" : "new",
-                                         keys, rows, th, warm ? "/warm" : "");
+  auto reg_attn = [](const AttnShape& s, int64_t keys, int64_t rows, int th, bool old, bool warm,
+                     snapkv::KVType type = snapkv::KVType::F16) {
+    const std::string kernel = type == snapkv::KVType::Q8_0 ? "q8_0" : old ? "old" : "new";
+    const std::string name = fmt::format("DecodeAttn/{}/{}/keys:{}/rows:{}/threads:{}{}", s.model, kernel, keys, rows,
+                                         th, warm ? "/warm" : "");
     benchmark::RegisterBenchmark(name.c_str(),
-                                 [=](benchmark::State& st) { run_decode_attn(st, s, keys, rows, th, old, warm); })
+                                 [=](benchmark::State& st) { run_decode_attn(st, s, keys, rows, th, old, warm, type); })
         ->UseRealTime()
         ->Unit(benchmark::kMicrosecond)
         ->ComputeStatistics("min", min_of);
@@ -572,6 +577,10 @@ void register_all() {
           for (const bool old : {true, false}) reg_attn(s, keys, rows, th, old, false);
     // Cache-resident (1 MB, read again each iteration): the kernels' compute ceiling.
     for (const bool old : {true, false}) reg_attn(s, 1024, 1, 1, old, true);
+    for (const int64_t keys : {1024, 4096, 16384, 32768})
+      for (const int64_t rows : {1, 16})
+        for (const int th : {1, 2}) reg_attn(s, keys, rows, th, false, false, snapkv::KVType::Q8_0);
+    reg_attn(s, 1024, 1, 1, false, true, snapkv::KVType::Q8_0);
   }
 
   benchmark::RegisterBenchmark("FmaPeak", BM_FmaPeak)

@@ -44,7 +44,9 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--prompt-tokens", default="512,4096", help="comma list of prompt lengths in tokens (BOS included)")
     ap.add_argument("-n", "--n-gen", type=int, default=128, help="generated tokens per run")
     ap.add_argument("-r", "--reps", type=int, default=3, help="repetitions per peer; medians are reported")
-    ap.add_argument("--kv-type", choices=["f16", "f32"], default="f16", help="KV cache element type on both sides")
+    ap.add_argument("--kv-type", choices=["f16", "f32", "q8_0"], default="f16",
+                    help="KV cache element type on both sides (q8_0: llama.cpp needs flash attention on for a "
+                         "quantized V cache, so only its FA-on peer runs)")
     ap.add_argument("--text", type=pathlib.Path, default=None, help="prompt source text (default GPL-3)")
     ap.add_argument("--llama-only", action="store_true", help="measure llama.cpp only (no snapkv binary needed)")
     ap.add_argument("--allow-token-mismatch", action="store_true", help="continue when the peers tokenize differently")
@@ -107,6 +109,10 @@ def main() -> None:
         prompts[n] = {"file": path, "ids": ids, "tokenizer_check": check}
 
     fa = {"off": [False], "on": [True], "both": [False, True]}[a.flash_attn]
+    if a.kv_type == "q8_0":
+        if a.flash_attn == "off":
+            bl.fail("--kv-type q8_0: llama.cpp quantizes the V cache only with flash attention on")
+        fa = [True]
     llama_peers = [f"llama.cpp FA {'on' if f else 'off'}" for f in fa]
     peers = ([] if a.llama_only else ["snapkv"]) + llama_peers
     raw: dict[int, dict[str, list[dict]]] = {n: {p: [] for p in peers} for n in lengths}

@@ -79,7 +79,8 @@ typedef enum snapkv_status {
 /** Element type of the stored keys and values of a sequence's KV cache. */
 typedef enum snapkv_kv_type {
   SNAPKV_KV_F16 = 0, /**< IEEE half: 2 bytes per element (default) */
-  SNAPKV_KV_F32 = 1  /**< 4 bytes per element */
+  SNAPKV_KV_F32 = 1, /**< 4 bytes per element */
+  SNAPKV_KV_Q8_0 = 2 /**< ggml Q8_0 blocks: 34 bytes per 32 elements (f16 scale + 32 int8); needs head_dim % 32 == 0 */
 } snapkv_kv_type;
 
 /** Why snapkv_generate ended. */

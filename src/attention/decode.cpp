@@ -5,12 +5,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
+#include <vector>
 
 #include "attention/decode_simd.h"
 #include "attention/positions.h"
 #include "attention/prefill.h"
 #include "attention/simd.h"
 #include "attention/softmax_simd.h"
+#include "core/q8_0_rows.h"
 #include "snapkv/error.h"
 
 namespace snapkv {
@@ -33,14 +36,17 @@ void check_shape(const AttentionParams& s) {
 /// One task: the G query heads of KV head g of one row over the keys [j0, j1) of `hc`, as split
 /// `split`. q: the row's queries [n_head][hd]; part: the row's partials [n_head][kMaxSplits][hd + 2].
 /// Every head's slot ends as (a_s [hd], m_s, l_s); m_s = -inf and l_s = 0 when no key was seen.
+/// A Q8_0 cache runs with T = float: each key block's K and V rows are dequantized into `tile`
+/// ([2][kKeyBlock][hd] floats; null for F16 / F32 caches, which are read in place).
 template <typename T>
 void run_split(const AttentionParams& p, const float* q, const KVHeadCache& hc, int g, int64_t j0, int64_t j1,
-               int split, bool exact, float* part) {
+               int split, bool exact, float* part, float* tile) {
   const int G = p.n_head / p.n_head_kv;
   const int hd = p.head_dim;
   const size_t slot = static_cast<size_t>(hd) + 2;
   const T* K = static_cast<const T*>(hc.k_data());
   const T* V = static_cast<const T*>(hc.v_data());
+  const size_t q8_row = kv_row_bytes(KVType::Q8_0, hd);
   auto slot_of = [&](int hh) { return part + (static_cast<size_t>(g * G + hh) * kMaxSplits + split) * slot; };
   for (int hh = 0; hh < G; ++hh) {
     float* a = slot_of(hh);
@@ -53,8 +59,23 @@ void run_split(const AttentionParams& p, const float* q, const KVHeadCache& hc, 
   float* acc[attn::kHeadTile];
   for (int64_t kb = j0; kb < j1; kb += kKeyBlock) {
     const int nk = static_cast<int>(std::min<int64_t>(kKeyBlock, j1 - kb));
-    const T* Kb = K + kb * hd;
-    const T* Vb = V + kb * hd;
+    const T* Kb;
+    const T* Vb;
+    if constexpr (std::is_same_v<T, float>) {
+      if (tile != nullptr) {
+        const size_t off = static_cast<size_t>(kb) * q8_row;
+        dequantize_q8_0_rows(static_cast<const uint8_t*>(hc.k_data()) + off, tile, nk, hd);
+        dequantize_q8_0_rows(static_cast<const uint8_t*>(hc.v_data()) + off, tile + kKeyBlock * hd, nk, hd);
+        Kb = tile;
+        Vb = tile + kKeyBlock * hd;
+      } else {
+        Kb = K + kb * hd;
+        Vb = V + kb * hd;
+      }
+    } else {
+      Kb = K + kb * hd;
+      Vb = V + kb * hd;
+    }
     for (int h0 = 0; h0 < G; h0 += attn::kHeadTile) {
       const int nh = std::min(attn::kHeadTile, G - h0);
       for (int t = 0; t < nh; ++t) {
@@ -199,9 +220,14 @@ void attention_decode(const AttentionParams& p, std::span<const DecodeQuery> row
       float* part = partial + static_cast<size_t>(r) * row_part;
       if (hc.type() == KVType::F16) {
         run_split<uint16_t>(p, q16 + static_cast<size_t>(r) * row_q, hc, g, j0, j1, split, hd < attn::kExactDotBelow,
-                            part);
+                            part, nullptr);
+      } else if (hc.type() == KVType::Q8_0) {
+        // One dequantized key block per thread, kept across calls (allocated once per thread).
+        thread_local std::vector<float> tile;
+        if (tile.size() < 2 * static_cast<size_t>(kKeyBlock) * hd) tile.resize(2 * static_cast<size_t>(kKeyBlock) * hd);
+        run_split<float>(p, rows[static_cast<size_t>(r)].q, hc, g, j0, j1, split, false, part, tile.data());
       } else {
-        run_split<float>(p, rows[static_cast<size_t>(r)].q, hc, g, j0, j1, split, false, part);
+        run_split<float>(p, rows[static_cast<size_t>(r)].q, hc, g, j0, j1, split, false, part, nullptr);
       }
     }
     // Combine the splits of every (row, query head), in split order.

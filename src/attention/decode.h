@@ -20,8 +20,9 @@
 // With an F16 cache the query is rounded to F16 first and the scores use the dot helpers of the
 // non-flash path (double-summed below kExactDotBelow): ggml's rounding of K.Q. The probabilities
 // are not rounded to F16 (ggml's non-flash path rounds the normalized ones, which split-K cannot
-// know before the end). V sums accumulate in f32; each block's exponentials are summed in
-// double, the running sum l is kept in f32, and the splits are combined in double.
+// know before the end). A Q8_0 cache is read a key block at a time, dequantized into f32 and
+// then treated exactly as an F32 cache holding those values (f32 query, no rounding). V sums accumulate in f32; each
+// block's exponentials are summed in double, the running sum l is kept in f32, and the splits are combined in double.
 #pragma once
 
 #include <cstddef>

@@ -12,6 +12,7 @@
 #include "attention/simd.h"
 #include "attention/softmax_simd.h"
 #include "attention/tiles.h"
+#include "core/q8_0_rows.h"
 
 namespace snapkv::attn {
 
@@ -46,7 +47,8 @@ void attention_prefill(const AttentionParams& p, const float* q, const int32_t* 
   const size_t max_rows = prefill_block_rows(p);
   const int64_t nqb = (n_q + QB - 1) / QB;
   const int64_t n_tasks = nqb * p.n_head_kv;
-  const bool f16 = cache.heads[0].type() == KVType::F16;
+  const KVType type = cache.heads[0].type();
+  const bool f16 = type == KVType::F16;
   const bool exact_dot = f16 && hd < kExactDotBelow;
 
 #pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads)
@@ -84,11 +86,17 @@ void attention_prefill(const AttentionParams& p, const float* q, const int32_t* 
     std::fill(m, m + nrows, kNegInf);
     std::fill(l, l + nrows, 0.0);
 
-    // Key block [kb, kb + nk) as f32 rows (converted from F16 into the thread's buffers).
+    // Key block [kb, kb + nk) as f32 rows (converted from F16 / Q8_0 into the thread's buffers).
     auto load = [&](int64_t kb, int nk, bool with_v, const float*& Kb, const float*& Vb) {
       if (f16) {
         f16_to_f32(static_cast<const uint16_t*>(hc.k_data()) + kb * hd, Kf, nk * hd);
         if (with_v) f16_to_f32(static_cast<const uint16_t*>(hc.v_data()) + kb * hd, Vf, nk * hd);
+        Kb = Kf;
+        Vb = Vf;
+      } else if (type == KVType::Q8_0) {
+        const size_t off = static_cast<size_t>(kb) * kv_row_bytes(type, hd);
+        dequantize_q8_0_rows(static_cast<const uint8_t*>(hc.k_data()) + off, Kf, nk, hd);
+        if (with_v) dequantize_q8_0_rows(static_cast<const uint8_t*>(hc.v_data()) + off, Vf, nk, hd);
         Kb = Kf;
         Vb = Vf;
       } else {
@@ -110,7 +118,8 @@ void attention_prefill(const AttentionParams& p, const float* q, const int32_t* 
     };
 
     if (!f16) {
-      // One pass: acc and l are rescaled whenever a row's running max grows.
+      // F32 and Q8_0 caches (f32 queries, f32 scores): one pass, acc and l are rescaled whenever a
+      // row's running max grows.
       for (int64_t kb = j_begin; kb < j_end; kb += kKeyBlock) {
         const int nk = static_cast<int>(std::min<int64_t>(kKeyBlock, j_end - kb));
         const float *Kb, *Vb;

@@ -124,6 +124,7 @@ struct EvalOptions {
   std::string answer_prefix = "on";  ///< --answer-prefix on|off
   int gen_tokens = 0;
   std::string kv_type = "f16";
+  std::string reference_kv_type;   ///< --reference-kv-type: fidelity's full-cache reference ("": kv_type)
   std::string cold_tier = "int8";  ///< --cold-tier: the reselect protocol's
   bool no_plots = false;
   bool no_fork = false;

@@ -156,9 +156,8 @@ std::vector<std::vector<int32_t>> session_questions(const RunOptions& o, const E
 }
 
 KVType parse_kv_type(const std::string& s) {
-  if (s == "f16") return KVType::F16;
-  if (s == "f32") return KVType::F32;
-  throw Error(fmt::format("--kv-type must be f16 or f32, got '{}'", s));
+  if (const std::optional<KVType> t = kv_type_from_name(s)) return *t;
+  throw Error(fmt::format("--kv-type must be f16, f32 or q8_0, got '{}'", s));
 }
 
 nlohmann::json kept_json(const Sequence& session, const RunOptions& o, int64_t n_context_tokens) {
@@ -456,7 +455,7 @@ int run_command(const RunOptions& opt) {
     j["peak_kv_cache_bytes"] = st.peak_kv_cache_bytes;
     j["peak_rss_bytes"] = peak_rss_bytes();
     j["threads"] = o.threads;
-    j["kv_type"] = seq->kv_type() == KVType::F32 ? "f32" : "f16";  // a loaded session's own
+    j["kv_type"] = kv_type_name(seq->kv_type());  // a loaded session's own
     j["press"] = flags_mode ? o.press.name : press_spec.name;
     j["press_spec"] = canonical.to_string();
     j["compressed"] = st.compressed;

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/fp16.h"
+#include "core/q8_0_rows.h"
 #include "snapkv/error.h"
 
 #if defined(__F16C__)
@@ -16,18 +17,30 @@ namespace snapkv {
 
 void RowsView::row(int64_t i, float* out) const {
   if (i < 0 || i >= n) throw Error(fmt::format("RowsView::row: row {} out of range [0, {})", i, n));
-  const size_t off = static_cast<size_t>(i) * static_cast<size_t>(head_dim);
+  rows(i, 1, out);
+}
+
+void RowsView::rows(int64_t i0, int64_t count, float* out) const {
+  if (i0 < 0 || count < 0 || i0 + count > n)
+    throw Error(fmt::format("RowsView::rows: rows [{}, {}) out of range [0, {})", i0, i0 + count, n));
+  const size_t off = static_cast<size_t>(i0) * kv_row_bytes(type, head_dim);
+  const auto* base = static_cast<const uint8_t*>(data) + off;
+  const size_t elems = static_cast<size_t>(count) * static_cast<size_t>(head_dim);
   if (type == KVType::F32) {
-    std::memcpy(out, static_cast<const float*>(data) + off, sizeof(float) * static_cast<size_t>(head_dim));
+    std::memcpy(out, base, sizeof(float) * elems);
     return;
   }
-  const uint16_t* src = static_cast<const uint16_t*>(data) + off;
-  int64_t d = 0;
+  if (type == KVType::Q8_0) {
+    dequantize_q8_0_rows(base, out, count, head_dim);
+    return;
+  }
+  const auto* src = reinterpret_cast<const uint16_t*>(base);
+  size_t d = 0;
 #if defined(__F16C__)
-  for (; d + 8 <= head_dim; d += 8)
+  for (; d + 8 <= elems; d += 8)
     _mm256_storeu_ps(out + d, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + d))));
 #endif
-  for (; d < head_dim; ++d) out[d] = fp16_to_fp32(src[d]);
+  for (; d < elems; ++d) out[d] = fp16_to_fp32(src[d]);
 }
 
 }  // namespace snapkv

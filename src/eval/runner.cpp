@@ -430,11 +430,19 @@ std::vector<Record> Runner::run_fidelity(const Sample& s, const std::vector<Pres
   e.prefill(*base, ctx, po, ws);
   const double base_ms = ms_since(t0);
   last_prefill_ms_ = base_ms;
+  // A reference of another element type is prefilled on its own (full cache, no press).
+  std::unique_ptr<Sequence> ref_base;
+  if (opt_.reference_kv_type && *opt_.reference_kv_type != opt_.kv_type) {
+    SequenceOptions ro = so;
+    ro.kv_type = *opt_.reference_kv_type;
+    ref_base = e.new_sequence(ro);
+    e.prefill(*ref_base, ctx, PrefillOptions{}, ws);
+  }
   const size_t group = static_cast<size_t>(opt_.max_decode_rows);
   const auto V = static_cast<size_t>(e.info().n_vocab);
   for (size_t g0 = 0; g0 < todo.size(); g0 += group) {
     const size_t g1 = std::min(todo.size(), g0 + group);
-    std::unique_ptr<Sequence> ref = base->fork();
+    std::unique_ptr<Sequence> ref = (ref_base ? ref_base : base)->fork();
     std::vector<std::unique_ptr<Sequence>> seqs;
     std::vector<Record> recs;
     std::vector<FidelityAccum> acc(g1 - g0);

@@ -101,6 +101,8 @@ struct RunnerOptions {
   /// Rows of one decode step (< 8: the per-row kernels, bit-identical to decoding alone).
   int max_decode_rows = 7;
   KVType kv_type = KVType::F16;
+  /// Fidelity: the reference full cache's element type (nullopt: kv_type, a fork of the same prefill).
+  std::optional<KVType> reference_kv_type;
   int gen_tokens = 0;       ///< override the task's generation length (0: the task's)
   int fidelity_chunk = 64;  ///< continuation tokens per prefill call (logits held: chunk x n_vocab)
   /// The cold tier of the reselect protocol (int8 unless set).

@@ -160,8 +160,9 @@ nlohmann::ordered_json config_json(const EvalConfig& cfg, const Engine& e, const
   j["chat"] = chat_mode_name(cfg.chat);
   j["prompt_format"] = fmt.name();
   j["gen_tokens"] = cfg.gen_tokens;
-  j["kv_type"] = cfg.kv_type == KVType::F16 ? "f16" : "f32";
-  j["cold_tier"] = cold_tier_name(cfg.cold_tier);  // the reselect protocol's
+  j["kv_type"] = kv_type_name(cfg.kv_type);
+  j["reference_kv_type"] = kv_type_name(cfg.reference_kv_type.value_or(cfg.kv_type));  // fidelity's reference
+  j["cold_tier"] = cold_tier_name(cfg.cold_tier);                                      // the reselect protocol's
   j["threads"] = cfg.threads;
   j["independent"] = cfg.independent;
   j["decoding"] = "greedy";
@@ -186,6 +187,7 @@ void check_resumable(const nlohmann::json& old, const nlohmann::ordered_json& no
   same("model.sha256", old.at("model").at("sha256"), now["model"]["sha256"]);
   for (const char* k : {"tasks", "lengths", "samples", "seed", "depths", "prompt_format", "gen_tokens", "kv_type"})
     same(k, old.at(k), now[k]);
+  same("reference_kv_type", old.value("reference_kv_type", old.at("kv_type")), now["reference_kv_type"]);
   same("text.sha256", old.at("text").at("sha256"), now["text"]["sha256"]);
 }
 
@@ -230,6 +232,7 @@ SuiteResult run_suite(const EvalConfig& cfg, const std::string& out_dir, bool re
   RunnerOptions ro;
   ro.independent = cfg.independent;
   ro.kv_type = cfg.kv_type;
+  ro.reference_kv_type = cfg.reference_kv_type;
   ro.gen_tokens = cfg.gen_tokens;
   ro.cold_tier = cfg.cold_tier;
   Runner runner(*engine, ws, ro);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,6 +47,10 @@ struct EvalConfig {
   bool answer_prefix = true;  ///< RULER's answer prefix after the question (false: --answer-prefix off)
   int gen_tokens = 0;         ///< 0: each task's
   KVType kv_type = KVType::F16;
+  /// The fidelity task's reference (the "full" distribution every press is compared with): a full
+  /// cache of this element type (--reference-kv-type; default: kv_type, the same cache uncompressed).
+  /// E.g. kv_type Q8_0 with reference F16 measures quantization and compression together.
+  std::optional<KVType> reference_kv_type;
   /// The cold tier of the reselect protocol (--cold-tier; int8 in RAM by default).
   ColdTierOptions cold_tier = {.enabled = true, .format = ColdFormat::Int8, .dir = {}};
   int threads = 0;           ///< 0: every core

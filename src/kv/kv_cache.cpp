@@ -8,6 +8,7 @@
 #include <new>
 #include <utility>
 
+#include "core/q8_0_rows.h"
 #include "quant/quant.h"
 #include "snapkv/error.h"
 
@@ -26,6 +27,9 @@ void free_bytes(void* p) {
 
 KVHeadCache::KVHeadCache(KVType type, int head_dim) : type_(type), head_dim_(head_dim) {
   if (head_dim < 1) throw Error(fmt::format("KV cache: head_dim {} must be >= 1", head_dim));
+  if (!kv_type_supports(type, head_dim))
+    throw Error(fmt::format("KV cache: type {} needs head_dim a multiple of {}, got {}", kv_type_name(type), kKVQ8Block,
+                            head_dim));
 }
 
 KVHeadCache::KVHeadCache(KVHeadCache&& o) noexcept
@@ -53,7 +57,7 @@ KVHeadCache& KVHeadCache::operator=(KVHeadCache&& o) noexcept {
 
 KVHeadCache::~KVHeadCache() { clear(); }
 
-size_t KVHeadCache::row_bytes() const { return static_cast<size_t>(head_dim_) * kv_type_size(type_); }
+size_t KVHeadCache::row_bytes() const { return kv_row_bytes(type_, head_dim_); }
 
 RowsView KVHeadCache::keys() const { return RowsView{k_, type_, n_, head_dim_}; }
 RowsView KVHeadCache::values() const { return RowsView{v_, type_, n_, head_dim_}; }
@@ -107,6 +111,10 @@ void KVHeadCache::append(int64_t count, const int32_t* pos, const float* k, int6
     if (type_ == KVType::F16) {
       fp32_to_fp16_row(k + i * k_stride, static_cast<uint16_t*>(k_) + r * head_dim_, head_dim_);
       fp32_to_fp16_row(v + i * v_stride, static_cast<uint16_t*>(v_) + r * head_dim_, head_dim_);
+    } else if (type_ == KVType::Q8_0) {
+      const size_t off = static_cast<size_t>(r) * row_bytes();
+      quantize_q8_0_row(k + i * k_stride, static_cast<uint8_t*>(k_) + off, head_dim_);
+      quantize_q8_0_row(v + i * v_stride, static_cast<uint8_t*>(v_) + off, head_dim_);
     } else {
       std::memcpy(static_cast<float*>(k_) + r * head_dim_, k + i * k_stride, row_bytes());
       std::memcpy(static_cast<float*>(v_) + r * head_dim_, v + i * v_stride, row_bytes());

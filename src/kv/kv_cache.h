@@ -14,7 +14,9 @@
 namespace snapkv {
 
 /// Entries of one KV head of one layer: pos[n], K rows [n x head_dim], V rows [n x head_dim],
-/// element type F16 (IEEE half, round-to-nearest-even on store) or F32. Entries are kept in
+/// element type F16 (IEEE half, round-to-nearest-even on store), F32 or Q8_0 (a row is head_dim / 32
+/// blocks of 34 bytes; see snapkv/kv_type.h; the constructor throws snapkv::Error when head_dim is
+/// not a multiple of 32). Row i starts at i * kv_row_bytes(type, head_dim) bytes. Entries are kept in
 /// ascending position order (appends must come with increasing positions).
 /// Capacity is managed explicitly: reserve() allocates exactly the requested entries; append()
 /// past the capacity grows by `kGrowEntries` (never doubling), so decoding allocates once every
@@ -39,7 +41,7 @@ class KVHeadCache {
   /// Original positions of the entries, ascending.
   std::span<const int32_t> positions() const { return {pos_, static_cast<size_t>(n_)}; }
   const int32_t* pos_data() const { return pos_; }
-  /// Raw rows: uint16_t (F16) or float (F32), [size() x head_dim], contiguous.
+  /// Raw rows: uint16_t (F16), float (F32) or Q8_0 blocks, [size() x kv_row_bytes()], contiguous.
   const void* k_data() const { return k_; }
   const void* v_data() const { return v_; }
   /// Views for presses (valid until the next mutation).
@@ -71,9 +73,9 @@ class KVHeadCache {
   /// A deep copy holding exactly size() entries (capacity == size()).
   KVHeadCache clone() const;
 
-  /// Payload bytes of the stored entries: size() * 2 * head_dim * element size (exact).
+  /// Payload bytes of the stored entries: size() * 2 * kv_row_bytes(type, head_dim) (exact).
   size_t bytes() const;
-  /// Payload bytes allocated (capacity() * 2 * head_dim * element size).
+  /// Payload bytes allocated (capacity() * 2 * kv_row_bytes(type, head_dim)).
   size_t capacity_bytes() const;
 
  private:

@@ -16,8 +16,7 @@
 namespace snapkv {
 
 size_t ModelInfo::kv_bytes_per_token(KVType t) const {
-  return static_cast<size_t>(n_layer) * static_cast<size_t>(n_head_kv) * 2 * static_cast<size_t>(head_dim) *
-         kv_type_size(t);
+  return static_cast<size_t>(n_layer) * static_cast<size_t>(n_head_kv) * 2 * kv_row_bytes(t, head_dim);
 }
 
 std::shared_ptr<const Engine> Engine::load(const std::string& path, const EngineOptions& opt) {

@@ -44,8 +44,7 @@ void Sequence::State::update_stats() {
   const ModelConfig& c = model->config();
   sample_peak();
   size_t full = 0;
-  const size_t per_entry =
-      static_cast<size_t>(c.n_head_kv) * 2 * static_cast<size_t>(c.head_dim) * kv_type_size(opt.kv_type);
+  const size_t per_entry = static_cast<size_t>(c.n_head_kv) * 2 * kv_row_bytes(opt.kv_type, c.head_dim);
   for (int il = 0; il < c.n_layer; ++il) {
     // Full-attention layers would hold every token uncompressed. Sliding-window layers are never
     // compressed, so what they hold now is exactly what a full cache holds (their window plus

@@ -216,8 +216,6 @@ void stats_from_json(const nlohmann::json& j, SequenceStats& s, int64_t n_past) 
   s.reselect_window = static_cast<int>(int_in(j, "reselect_window", 0, n_past));
 }
 
-const char* kv_type_tag(KVType t) { return t == KVType::F16 ? "f16" : "f32"; }
-
 }  // namespace
 
 void save_session(const Engine& engine, const Sequence& seq, const std::string& path, std::string_view app_data) {
@@ -253,7 +251,7 @@ void save_session(const Engine& engine, const Sequence& seq, const std::string& 
                                    {"head_dim", mi.head_dim},
                                    {"n_vocab", mi.n_vocab},
                                    {"layer_window", mi.layer_window}}},
-                                 {"kv_type", kv_type_tag(st.opt.kv_type)},
+                                 {"kv_type", kv_type_name(st.opt.kv_type)},
                                  {"n_ctx", st.n_ctx},
                                  {"n_past", st.n_past},
                                  {"compressed_once", st.compressed_once},
@@ -273,7 +271,7 @@ void save_session(const Engine& engine, const Sequence& seq, const std::string& 
   w.write(&hn, sizeof(hn));
   w.write(hb.data(), hb.size());
   w.write(app_data.data(), app_data.size());
-  const size_t rb = static_cast<size_t>(mi.head_dim) * kv_type_size(st.opt.kv_type);
+  const size_t rb = kv_row_bytes(st.opt.kv_type, mi.head_dim);
   for (int il = 0; il < cache.n_layer(); ++il)
     for (const KVHeadCache& h : cache.layer(il).heads) {
       const auto n = static_cast<size_t>(h.size());
@@ -332,9 +330,10 @@ LoadedSession load_session(const Engine& engine, const std::string& path, const 
       r.damaged("the model shapes in the header differ from the model's");
 
     const std::string kvt = hd.at("kv_type").get<std::string>();
-    if (kvt != "f16" && kvt != "f32") r.damaged(fmt::format("KV type '{}'", kvt));
+    const std::optional<KVType> kv_type = kv_type_from_name(kvt);
+    if (!kv_type || !kv_type_supports(*kv_type, mi.head_dim)) r.damaged(fmt::format("KV type '{}'", kvt));
     SequenceOptions so;
-    so.kv_type = kvt == "f16" ? KVType::F16 : KVType::F32;
+    so.kv_type = *kv_type;
     const int64_t saved_ctx = int_in(hd, "n_ctx", 1, int64_t{1} << 30);
     const int64_t n_past = int_in(hd, "n_past", 0, saved_ctx);
     if (opt.n_ctx < 0 || (opt.n_ctx > 0 && opt.n_ctx < n_past))
@@ -367,7 +366,7 @@ LoadedSession load_session(const Engine& engine, const std::string& path, const 
 
     const auto& heads = hd.at("heads");
     if (!heads.is_array() || static_cast<int>(heads.size()) != mi.n_layer) r.damaged("per-layer entry counts");
-    const size_t rb = static_cast<size_t>(mi.head_dim) * kv_type_size(so.kv_type);
+    const size_t rb = kv_row_bytes(so.kv_type, mi.head_dim);
     std::vector<int32_t> pos;
     for (int il = 0; il < mi.n_layer; ++il) {
       const auto& row = heads.at(static_cast<size_t>(il));

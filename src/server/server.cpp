@@ -555,6 +555,9 @@ int run_server(const ServerOptions& opt) {
     eo.n_threads = opt.n_threads;
     sh.engine = Engine::load(opt.model_path, eo);
     (void)sh.engine->tokenizer();  // a model without a tokenizer cannot serve text
+    if (!kv_type_supports(opt.scheduler.kv_type, sh.engine->info().head_dim))
+      throw Error(fmt::format("--kv-type {} needs a head_dim that is a multiple of {}; this model's is {}",
+                              kv_type_name(opt.scheduler.kv_type), kKVQ8Block, sh.engine->info().head_dim));
     sh.n_ctx = opt.scheduler.n_ctx > 0 ? opt.scheduler.n_ctx : sh.engine->info().n_ctx_train;
     sh.model_id =
         sh.engine->info().name.empty() ? std::filesystem::path(opt.model_path).stem().string() : sh.engine->info().name;

@@ -160,7 +160,7 @@ inline size_t formula_bytes(const KVCache& c) {
   size_t entries = 0;
   for (int il = 0; il < c.n_layer(); ++il)
     for (const auto& h : c.layer(il).heads) entries += static_cast<size_t>(h.size());
-  return entries * 2 * static_cast<size_t>(c.head_dim()) * kv_type_size(c.type());
+  return entries * 2 * kv_row_bytes(c.type(), c.head_dim());
 }
 
 /// Rounds through IEEE half (what an F16 cache / ggml's F16 mat-mul operand does to a float).

@@ -80,7 +80,7 @@ TEST(CompressionIdentity, CapacityAtLeastPromptIsBitIdenticalToNone) {
       }
     }
     // Sanity: the reference itself is full: every layer holds L + 16 entries per head.
-    const size_t per_entry = size_t{2} * 8 * kv_type_size(kv) * 4;  // 2 x head_dim x elem x 4 KV heads
+    const size_t per_entry = size_t{2} * kv_row_bytes(kv, 8) * 4;  // 2 x row bytes (head_dim 8) x 4 KV heads
     EXPECT_EQ(ref.bytes, per_entry * 5 * (L + 16));
   }
 }

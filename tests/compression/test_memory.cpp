@@ -20,7 +20,7 @@ using ctest::random_tokens;
 
 /// Bytes of one token's entry in one layer: n_head_kv heads x (K + V) x head_dim x element size.
 size_t layer_entry_bytes(const ModelConfig& c, KVType kv) {
-  return static_cast<size_t>(c.n_head_kv) * 2 * static_cast<size_t>(c.head_dim) * kv_type_size(kv);
+  return static_cast<size_t>(c.n_head_kv) * 2 * kv_row_bytes(kv, c.head_dim);
 }
 
 // Tests 4 and 5a on stories260K (8 query heads, 4 KV heads): every press, F16 and F32.
@@ -49,7 +49,7 @@ TEST(CompressionMemory, BytesMatchTheEntriesHeld) {
         size_t layer_entries = 0;
         for (const auto& h : layer.heads) {
           layer_entries += static_cast<size_t>(h.size());
-          EXPECT_EQ(h.bytes(), static_cast<size_t>(h.size()) * 2 * 8 * kv_type_size(kv));
+          EXPECT_EQ(h.bytes(), static_cast<size_t>(h.size()) * 2 * kv_row_bytes(kv, 8));
           // 5g: evicted entries are freed, not masked: the buffers hold exactly the kept entries.
           EXPECT_EQ(h.capacity(), h.size()) << "layer " << il;
           EXPECT_EQ(h.capacity_bytes(), h.bytes());

@@ -140,7 +140,7 @@ TEST(CliBadFlags, HelpListsTheDefaults) {
   // Each option's help entry (up to the next option) must show its default.
   const std::vector<std::pair<std::string, std::string>> defaults = {
       {"-n,--n-predict", "]=128\n"},  {"--temp", "]=0.8\n"},           {"--top-k", "]=40\n"},
-      {"--top-p", "]=0.95\n"},        {"--kv-type", "=f16 "},          {"--press", "PRESS=none "},
+      {"--top-p", "]=0.95\n"},        {"--kv-type", "q8_0=f16"},       {"--press", "PRESS=none "},
       {"--budget", "(default 1024)"}, {"--window", "]=32\n"},          {"--kernel", "]=7\n"},
       {"--pool", "(default max)"},    {"--gqa-agg", "(default mean)"}, {"--sinks", "]=4\n"}};
   for (const auto& [opt, want] : defaults) {

@@ -1,6 +1,7 @@
 // Real-model checks of the eval (label slow: not under the sanitizers): the fork-based runner
 // equals independent runs on SmolLM2 (Q4_1: quantized matmuls, where 8+ decode rows would round
-// differently); skipped when the model is not in the cache.
+// differently), and the fidelity reference of another KV element type (q8_0 measured against an
+// f16 full cache); skipped when the model is not in the cache.
 #include <gtest/gtest.h>
 
 #include "eval_test_util.h"
@@ -18,6 +19,32 @@ TEST(Runner, ForkBasedEqualsIndependentRunsSmolLM2) {
   const auto ss = samples(g, {{"niah_multikey_1", 1024, -1}, {"fidelity", 1024, -1}}, 1);
   const auto ps = presses({"none", "snapkv:ratio=0.75", "h2o:ratio=0.5"});
   fork_equals_independent(*e, ss, ps, 8);
+}
+
+// --kv-type q8_0 --reference-kv-type f16: the full q8_0 cache now differs from its reference a
+// little (KL > 0, most argmaxes agree), a compressed one more; with the reference of the same type
+// the full cache's KL is exactly 0.
+TEST(Runner, FidelityAgainstAnF16ReferenceSmolLM2) {
+  auto e = etest::smollm2();
+  if (!e) GTEST_SKIP() << "SmolLM2 not in the model cache (scripts/get-model.sh smollm2)";
+  PromptFormat pf(*e, ChatMode::Auto);
+  Generator g(pf);
+  const auto ss = samples(g, {{"fidelity", 1024, -1}}, 1);
+  const auto ps = presses({"none", "snapkv:ratio=0.75"});
+  Workspace ws(*e);
+  RunnerOptions same, cross;
+  same.kv_type = cross.kv_type = KVType::Q8_0;
+  cross.reference_kv_type = KVType::F16;
+  const auto a = Runner(*e, ws, same).run(ss[0], ps, Protocol::Continuation);
+  const auto b = Runner(*e, ws, cross).run(ss[0], ps, Protocol::Continuation);
+  ASSERT_EQ(a.size(), 2u);
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(a[0].fidelity.kl, 0.0);
+  EXPECT_GT(b[0].fidelity.kl, 0.0);
+  EXPECT_LT(b[0].fidelity.kl, 0.05);
+  EXPECT_GT(b[0].fidelity.top1, 0.9);
+  EXPECT_GT(b[1].fidelity.kl, b[0].fidelity.kl);  // compressed and quantized: further away
+  EXPECT_EQ(b[0].kv_cache_bytes, a[0].kv_cache_bytes);
 }
 
 }  // namespace

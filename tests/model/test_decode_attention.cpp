@@ -1,5 +1,5 @@
 // Split-K decode attention (attention/decode.h) vs a double-precision reference on random ragged
-// caches (F16/F32, GQA 1-8, head_dim 32-256, 1 to 70K keys across the split boundaries, sliding
+// caches (F16/F32/Q8_0, GQA 1-8, head_dim 32-256, 1 to 70K keys across the split boundaries, sliding
 // windows, queries that see nothing), plus the properties the engine relies on: a row's output is
 // bit-identical alone or in any batch and for any thread count, the workspace does not depend on
 // the cache length, and bad inputs throw.
@@ -32,9 +32,9 @@ struct DecCase {
 };
 
 void PrintTo(const DecCase& c, std::ostream* os) {
-  *os << "n_head_kv " << c.n_head_kv << " G " << c.group << " head_dim " << c.head_dim
-      << (c.type == KVType::F16 ? " f16" : " f32") << " keys " << c.n_keys << " keep " << c.keep_prob << " window "
-      << c.window << " q_back " << c.q_back << " k_scale " << c.k_scale;
+  *os << "n_head_kv " << c.n_head_kv << " G " << c.group << " head_dim " << c.head_dim << " " << kv_type_name(c.type)
+      << " keys " << c.n_keys << " keep " << c.keep_prob << " window " << c.window << " q_back " << c.q_back
+      << " k_scale " << c.k_scale;
 }
 
 AttentionParams params(const DecCase& c) {
@@ -157,8 +157,13 @@ INSTANTIATE_TEST_SUITE_P(
         DecCase{1, 4, 256, KVType::F16, 2000, 1.0, 512, 0, 2.0f},
         DecCase{2, 3, 64, KVType::F32, 3000, 0.5, 40, 100, 2.0f}, DecCase{2, 4, 64, KVType::F16, 300, 1.0, 1, 0, 2.0f},
         // peaky softmax: most probabilities underflow to 0
-        DecCase{1, 4, 256, KVType::F16, 5000, 1.0, 0, 0, 12.0f},
-        DecCase{3, 3, 64, KVType::F32, 5000, 1.0, 0, 0, 20.0f}));
+        DecCase{1, 4, 256, KVType::F16, 5000, 1.0, 0, 0, 12.0f}, DecCase{3, 3, 64, KVType::F32, 5000, 1.0, 0, 0, 20.0f},
+        // Q8_0 (dequantized a key block at a time): across splits, GQA 1-8, windows, causal
+        DecCase{3, 3, 64, KVType::Q8_0, 1, 1.0, 0, 0, 2.0f}, DecCase{3, 3, 64, KVType::Q8_0, 8193, 0.9, 0, 0, 2.0f},
+        DecCase{1, 4, 256, KVType::Q8_0, 2000, 1.0, 512, 0, 2.0f},
+        DecCase{4, 1, 32, KVType::Q8_0, 3000, 0.7, 0, 0, 2.0f},
+        DecCase{2, 8, 64, KVType::Q8_0, 1300, 0.9, 40, 100, 2.0f},
+        DecCase{1, 3, 64, KVType::Q8_0, 70000, 1.0, 0, 0, 2.0f}));
 
 TEST(DecodeAttention, SplitCountsDependOnlyOnTheKeyCount) {
   EXPECT_EQ(Split::n_splits(0), 0);
@@ -181,32 +186,37 @@ TEST(DecodeAttention, SplitCountsDependOnlyOnTheKeyCount) {
 TEST(DecodeAttention, BatchedRowsEqualRowsAlone) {
   // Five sequences of one layer (SmolLM2's shape) with different lengths, position sets and query
   // positions, one of which sees no key; in one call, in another order, and alone.
-  const DecCase base{3, 3, 64, KVType::F16, 0, 0.8, 0, 0, 2.0f};
-  const AttentionParams p = params(base);
-  std::vector<Seq> seqs;
-  const int64_t lens[] = {1, 700, 3000, 9000, 40};
-  for (size_t i = 0; i < std::size(lens); ++i) {
-    DecCase c = base;
-    c.n_keys = lens[i];
-    seqs.push_back(make_seq(c, 99 + i));
-  }
-  seqs[4].pos = seqs[4].cache.heads[0].positions()[0] - 1;  // before every stored key
-  const size_t n = seqs.size(), qn = seqs[0].q.size();
-  for (const int threads : {1, 2, 3}) {
-    DecodeWorkspace ws(p, 8);
-    std::vector<float> fwd(n * qn, -7.0f), rev(n * qn, -7.0f);
-    std::vector<DecodeQuery> rows, rrows;
-    for (size_t i = 0; i < n; ++i) rows.push_back({seqs[i].q.data(), seqs[i].pos, &seqs[i].cache, fwd.data() + i * qn});
-    for (size_t i = n; i-- > 0;) rrows.push_back({seqs[i].q.data(), seqs[i].pos, &seqs[i].cache, rev.data() + i * qn});
-    attention_decode(p, rows, ws, threads);
-    attention_decode(p, rrows, ws, threads);
-    EXPECT_EQ(fwd, rev) << "threads " << threads;
-    for (size_t i = 0; i < n; ++i) {
-      const auto alone = run_alone(p, seqs[i], 1);
-      EXPECT_TRUE(std::equal(alone.begin(), alone.end(), fwd.begin() + static_cast<std::ptrdiff_t>(i * qn)))
-          << "row " << i << " threads " << threads;
+  for (const KVType type : {KVType::F16, KVType::Q8_0}) {
+    SCOPED_TRACE(kv_type_name(type));
+    const DecCase base{3, 3, 64, type, 0, 0.8, 0, 0, 2.0f};
+    const AttentionParams p = params(base);
+    std::vector<Seq> seqs;
+    const int64_t lens[] = {1, 700, 3000, 9000, 40};
+    for (size_t i = 0; i < std::size(lens); ++i) {
+      DecCase c = base;
+      c.n_keys = lens[i];
+      seqs.push_back(make_seq(c, 99 + i));
     }
-    for (size_t d = 4 * qn; d < 5 * qn; ++d) EXPECT_EQ(fwd[d], 0.0f);
+    seqs[4].pos = seqs[4].cache.heads[0].positions()[0] - 1;  // before every stored key
+    const size_t n = seqs.size(), qn = seqs[0].q.size();
+    for (const int threads : {1, 2, 3}) {
+      DecodeWorkspace ws(p, 8);
+      std::vector<float> fwd(n * qn, -7.0f), rev(n * qn, -7.0f);
+      std::vector<DecodeQuery> rows, rrows;
+      for (size_t i = 0; i < n; ++i)
+        rows.push_back({seqs[i].q.data(), seqs[i].pos, &seqs[i].cache, fwd.data() + i * qn});
+      for (size_t i = n; i-- > 0;)
+        rrows.push_back({seqs[i].q.data(), seqs[i].pos, &seqs[i].cache, rev.data() + i * qn});
+      attention_decode(p, rows, ws, threads);
+      attention_decode(p, rrows, ws, threads);
+      EXPECT_EQ(fwd, rev) << "threads " << threads;
+      for (size_t i = 0; i < n; ++i) {
+        const auto alone = run_alone(p, seqs[i], 1);
+        EXPECT_TRUE(std::equal(alone.begin(), alone.end(), fwd.begin() + static_cast<std::ptrdiff_t>(i * qn)))
+            << "row " << i << " threads " << threads;
+      }
+      for (size_t d = 4 * qn; d < 5 * qn; ++d) EXPECT_EQ(fwd[d], 0.0f);
+    }
   }
 }
 

@@ -36,7 +36,7 @@ TEST(KVHeadCache, AppendStoresRowsAndPositions) {
       const float want_v = v[static_cast<size_t>(i * 8)];
       EXPECT_EQ(r[0], t == KVType::F32 ? want_v : fp16_to_fp32(fp32_to_fp16(want_v)));
     }
-    EXPECT_EQ(h.bytes(), 5u * 2 * 8 * kv_type_size(t));
+    EXPECT_EQ(h.bytes(), 5u * 2 * kv_row_bytes(t, 8));
     EXPECT_EQ(h.keys().n, 5);
     EXPECT_EQ(h.values().head_dim, 8);
   }
@@ -87,7 +87,7 @@ TEST(KVHeadCache, KeepCompactsAndReleases) {
     h.keep(idx);
     EXPECT_EQ(h.size(), 6);
     EXPECT_EQ(h.capacity(), 6);  // buffers reallocated to exactly what is kept
-    EXPECT_EQ(h.bytes(), 6u * 2 * 4 * kv_type_size(t));
+    EXPECT_EQ(h.bytes(), 6u * 2 * kv_row_bytes(t, 4));
     EXPECT_EQ(h.capacity_bytes(), h.bytes());
     EXPECT_EQ(std::vector<int32_t>(h.positions().begin(), h.positions().end()), idx);
     h.key_row(3, after_k.data());

@@ -36,7 +36,7 @@ double rms_diff(std::span<const float> a, std::span<const float> b) {
 
 // Bytes of one cache entry (K + V) for all KV heads of one layer.
 size_t entry_bytes(const ModelConfig& c, KVType t) {
-  return static_cast<size_t>(c.n_head_kv) * 2 * static_cast<size_t>(c.head_dim) * kv_type_size(t);
+  return static_cast<size_t>(c.n_head_kv) * 2 * kv_row_bytes(t, c.head_dim);
 }
 
 TEST(Session, ChunkedPrefillMatchesOneBatch) {

@@ -87,7 +87,7 @@ inline void expect_same_cache(const KVCache& a, const KVCache& b, const std::str
       const KVHeadCache& x = a.layer(il).heads[h];
       const KVHeadCache& y = b.layer(il).heads[h];
       ASSERT_EQ(x.size(), y.size()) << what << " layer " << il << " head " << h;
-      const size_t rb = static_cast<size_t>(x.head_dim()) * kv_type_size(x.type()) * static_cast<size_t>(x.size());
+      const size_t rb = kv_row_bytes(x.type(), x.head_dim()) * static_cast<size_t>(x.size());
       EXPECT_TRUE(std::equal(x.positions().begin(), x.positions().end(), y.positions().begin()))
           << what << " layer " << il << " head " << h;
       EXPECT_EQ(0, std::memcmp(x.k_data(), y.k_data(), rb)) << what << " K, layer " << il << " head " << h;

@@ -35,8 +35,11 @@ void load_keys_transposed(const RowsView& keys, int64_t j0, int64_t nk, float* k
   const float* src;
   if (keys.type == KVType::F32) {
     src = static_cast<const float*>(keys.data) + j0 * d;
-  } else {
+  } else if (keys.type == KVType::F16) {
     f16_to_f32(static_cast<const uint16_t*>(keys.data) + j0 * d, rows_tmp, cnt * d);
+    src = rows_tmp;
+  } else {  // Q8_0
+    keys.rows(j0, cnt, rows_tmp);
     src = rows_tmp;
   }
   for (int64_t t = 0; t < cnt; ++t) {

@@ -1,0 +1,88 @@
+// A Q8_0 KV cache is attended exactly as an F32 cache holding its dequantized values: prefill
+// (blocked, several queries) and decode (split-K) give the same bits, for GQA / MQA shapes, sliding
+// windows, ragged heads and 1 or 2 threads. (The kernels dequantize a key block into f32 and run
+// the F32 path; this pins that contract, so the accuracy of q8_0 is only the quantization's.)
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "attention/attention.h"
+#include "kv/kv_cache.h"
+#include "snapkv/error.h"
+#include "test_util.h"
+
+namespace snapkv {
+namespace {
+
+struct Q8Case {
+  int n_head, n_head_kv, head_dim;
+  int64_t n_q;    // queries at the last n_q positions (1 = decode kernel)
+  int64_t n_pos;  // positions 0..n_pos-1, each kept in a head with probability 0.85 (the last always)
+  int window;     // 0 = full attention
+};
+
+void PrintTo(const Q8Case& c, std::ostream* os) {
+  *os << "n_head " << c.n_head << " n_head_kv " << c.n_head_kv << " head_dim " << c.head_dim << " n_q " << c.n_q
+      << " n_pos " << c.n_pos << " window " << c.window;
+}
+
+class Q8AttentionEqualsDequantizedF32 : public testing::TestWithParam<Q8Case> {};
+
+TEST_P(Q8AttentionEqualsDequantizedF32, BitForBit) {
+  const Q8Case& c = GetParam();
+  std::mt19937_64 rng(11 + static_cast<uint64_t>(c.n_q));
+  std::uniform_real_distribution<double> ud(0.0, 1.0);
+  KVLayerCache q8, f32;
+  q8.window = f32.window = c.window;
+  for (int g = 0; g < c.n_head_kv; ++g) {
+    std::vector<int32_t> pos;
+    for (int32_t p = 0; p < c.n_pos; ++p)
+      if (ud(rng) < 0.85 || p == c.n_pos - 1) pos.push_back(p);
+    const auto n = static_cast<int64_t>(pos.size());
+    const std::vector<float> k = test::randn(static_cast<size_t>(n * c.head_dim), rng(), 2.0f);
+    const std::vector<float> v = test::randn(k.size(), rng());
+    KVHeadCache hq(KVType::Q8_0, c.head_dim);
+    hq.append(n, pos.data(), k.data(), c.head_dim, v.data(), c.head_dim);
+    // The F32 twin holds exactly the dequantized rows.
+    std::vector<float> kd(k.size()), vd(v.size());
+    hq.keys().rows(0, n, kd.data());
+    hq.values().rows(0, n, vd.data());
+    KVHeadCache hf(KVType::F32, c.head_dim);
+    hf.append(n, pos.data(), kd.data(), c.head_dim, vd.data(), c.head_dim);
+    EXPECT_EQ(hq.bytes(), static_cast<size_t>(n) * 2 * (static_cast<size_t>(c.head_dim) / 32 * 34));
+    q8.heads.push_back(std::move(hq));
+    f32.heads.push_back(std::move(hf));
+  }
+  const std::vector<float> q = test::randn(static_cast<size_t>(c.n_q * c.n_head * c.head_dim), rng());
+  std::vector<int32_t> qpos;
+  for (int64_t t = 0; t < c.n_q; ++t) qpos.push_back(static_cast<int32_t>(c.n_pos - c.n_q + t));
+  const AttentionParams p{c.n_head, c.n_head_kv, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim)),
+                          c.window};
+  AttentionWorkspace ws(p, c.n_q);
+  for (const int threads : {1, 2}) {
+    std::vector<float> out_q8(q.size(), -7.0f), out_f32(q.size(), -5.0f);
+    attention(p, q.data(), qpos.data(), c.n_q, q8, out_q8.data(), ws, threads);
+    attention(p, q.data(), qpos.data(), c.n_q, f32, out_f32.data(), ws, threads);
+    EXPECT_EQ(out_q8, out_f32) << "threads " << threads;
+    bool any = false;
+    for (const float x : out_q8) any = any || x != 0.0f;
+    EXPECT_TRUE(any);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, Q8AttentionEqualsDequantizedF32,
+                         testing::Values(Q8Case{9, 3, 64, 1, 1500, 0}, Q8Case{4, 1, 256, 1, 900, 512},
+                                         Q8Case{9, 3, 64, 45, 700, 0}, Q8Case{4, 1, 256, 33, 300, 0},
+                                         Q8Case{8, 2, 32, 20, 260, 40}, Q8Case{4, 4, 96, 3, 129, 0}));
+
+TEST(Q8AttentionEqualsDequantizedF32, HeadDimNotAMultipleOf32IsRejected) {
+  EXPECT_THROW(KVHeadCache(KVType::Q8_0, 72), Error);
+  EXPECT_THROW(KVCache(2, 1, 48, KVType::Q8_0, {0, 0}), Error);
+  EXPECT_NO_THROW(KVHeadCache(KVType::Q8_0, 96));
+}
+
+}  // namespace
+}  // namespace snapkv
