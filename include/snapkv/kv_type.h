@@ -3,7 +3,10 @@
 
 #include <cstddef>
 #include <optional>
+#include <string>
 #include <string_view>
+
+#include "snapkv/error.h"
 
 namespace snapkv {
 
@@ -12,35 +15,15 @@ namespace snapkv {
 ///    llama.cpp's default `-ctk/-ctv f16`);
 ///  - F32: 4 bytes per element;
 ///  - Q8_0: ggml's Q8_0 blocks (ggml-common.h block_q8_0): every 32 consecutive elements of a row
-///    are stored as one f16 scale d = max|x| / 127 and 32 int8 q = round(x / d), x ~= d * q
-///    (34 bytes per 32 elements, 1.0625 per element). Needs head_dim % 32 == 0. As llama.cpp's
-///    `-ctk/-ctv q8_0`, for keys and values alike.
+///    are stored as one f16 scale d = max|x| / 127 and 32 int8 q = round(x * (1 / d)), x ~= d * q
+///    (34 bytes per 32 elements, 1.0625 per element). Needs head_dim % 32 == 0. The storage of
+///    llama.cpp's `-ctk/-ctv q8_0`, for keys and values alike; the attention differs: snapkv
+///    multiplies the f32 query with the dequantized keys, ggml quantizes the query to Q8_0 too.
 enum class KVType { F16, F32, Q8_0 };
 
 /// Elements per Q8_0 block, and bytes per block (f16 scale + 32 int8).
 inline constexpr int kKVQ8Block = 32;
 inline constexpr size_t kKVQ8BlockBytes = 34;
-
-/// Bytes of one stored key (or value) row of `head_dim` elements of type `t`: 2 or 4 per element
-/// for F16 / F32, head_dim / 32 * 34 for Q8_0 (head_dim must then be a multiple of 32; see
-/// kv_type_supports). One KV entry of one head holds two such rows (key and value).
-inline size_t kv_row_bytes(KVType t, int head_dim) {
-  const auto n = static_cast<size_t>(head_dim);
-  switch (t) {
-    case KVType::F16:
-      return 2 * n;
-    case KVType::F32:
-      return 4 * n;
-    case KVType::Q8_0:
-      return n / kKVQ8Block * kKVQ8BlockBytes;
-  }
-  return 0;
-}
-
-/// True when rows of `head_dim` elements can be stored as `t` (Q8_0 needs whole blocks of 32).
-inline bool kv_type_supports(KVType t, int head_dim) {
-  return head_dim > 0 && (t != KVType::Q8_0 || head_dim % kKVQ8Block == 0);
-}
 
 /// "f16", "f32" or "q8_0" (the names of llama.cpp's --cache-type-k/v and of `snapkv --kv-type`).
 inline const char* kv_type_name(KVType t) {
@@ -53,6 +36,30 @@ inline const char* kv_type_name(KVType t) {
       return "q8_0";
   }
   return "?";
+}
+
+/// True when rows of `head_dim` elements can be stored as `t` (Q8_0 needs whole blocks of 32).
+inline bool kv_type_supports(KVType t, int head_dim) {
+  return head_dim > 0 && (t != KVType::Q8_0 || head_dim % kKVQ8Block == 0);
+}
+
+/// Bytes of one stored key (or value) row of `head_dim` elements of type `t`: 2 or 4 per element
+/// for F16 / F32, head_dim / 32 * 34 for Q8_0. One KV entry of one head holds two such rows (key
+/// and value). Throws snapkv::Error when !kv_type_supports(t, head_dim) (e.g. Q8_0 with head_dim 80).
+inline size_t kv_row_bytes(KVType t, int head_dim) {
+  if (!kv_type_supports(t, head_dim))
+    throw Error("KV row bytes: type " + std::string(kv_type_name(t)) + " cannot store rows of " +
+                std::to_string(head_dim) + " elements" + (t == KVType::Q8_0 ? " (needs a multiple of 32)" : ""));
+  const auto n = static_cast<size_t>(head_dim);
+  switch (t) {
+    case KVType::F16:
+      return 2 * n;
+    case KVType::F32:
+      return 4 * n;
+    case KVType::Q8_0:
+      return n / kKVQ8Block * kKVQ8BlockBytes;
+  }
+  return 0;
 }
 
 /// The KVType named `name` (as kv_type_name gives it), or nullopt for any other string.

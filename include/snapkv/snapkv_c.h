@@ -175,7 +175,8 @@ SNAPKV_API snapkv_status snapkv_token_is_eog(const snapkv_engine* engine, int32_
 
 /** A new, empty sequence of `engine`'s model. n_ctx: positions it may hold, 0 = the model's
  *  n_ctx_train, at most 2^30 (memory grows with the tokens held, not with n_ctx).
- *  Errors: SNAPKV_ERR_INVALID_ARGUMENT (NULL engine/out, bad n_ctx or kv_type). */
+ *  Errors: SNAPKV_ERR_INVALID_ARGUMENT (NULL engine/out, bad n_ctx or kv_type, SNAPKV_KV_Q8_0 for a
+ *  model whose head_dim is not a multiple of 32). */
 SNAPKV_API snapkv_status snapkv_sequence_new(const snapkv_engine* engine, int64_t n_ctx, snapkv_kv_type kv_type,
                                              snapkv_sequence** out) SNAPKV_NOEXCEPT;
 /** Releases the sequence (NULL is ignored). */

@@ -40,9 +40,13 @@ void attention(const AttentionParams& p, const float* q, const int32_t* q_pos, i
   if (n_q < 1) return;
   if (n_q > ws.max_queries_)
     throw Error(fmt::format("attention: {} queries exceed the workspace's {}", n_q, ws.max_queries_));
-  for (const auto& hc : cache.heads)
+  for (const auto& hc : cache.heads) {
     if (hc.head_dim() != p.head_dim)
       throw Error(fmt::format("attention: cache head_dim {} != {}", hc.head_dim(), p.head_dim));
+    if (hc.type() != cache.heads[0].type())
+      throw Error(fmt::format("attention: cache heads of types {} and {} in one layer", kv_type_name(hc.type()),
+                              kv_type_name(cache.heads[0].type())));
+  }
 
   if (n_q == 1) {
     // Decode: the split-K kernel with one row.

@@ -2,6 +2,7 @@
 #include "attention/decode.h"
 
 #include <fmt/format.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -46,7 +47,7 @@ void run_split(const AttentionParams& p, const float* q, const KVHeadCache& hc, 
   const size_t slot = static_cast<size_t>(hd) + 2;
   const T* K = static_cast<const T*>(hc.k_data());
   const T* V = static_cast<const T*>(hc.v_data());
-  const size_t q8_row = kv_row_bytes(KVType::Q8_0, hd);
+  const size_t q8_row = tile != nullptr ? kv_row_bytes(KVType::Q8_0, hd) : 0;  // throws for hd % 32 != 0
   auto slot_of = [&](int hh) { return part + (static_cast<size_t>(g * G + hh) * kMaxSplits + split) * slot; };
   for (int hh = 0; hh < G; ++hh) {
     float* a = slot_of(hh);
@@ -138,7 +139,7 @@ DecodeWorkspace::DecodeWorkspace(const AttentionParams& shape, int64_t max_rows)
 }
 
 size_t DecodeWorkspace::bytes() const {
-  return sizeof(float) * (partial_.size() + q16_.size()) +
+  return sizeof(float) * (partial_.size() + q16_.size() + q8_tile_.size()) +
          sizeof(int64_t) * (j_begin_.size() + j_end_.size() + task_off_.size());
 }
 
@@ -171,6 +172,7 @@ void attention_decode(const AttentionParams& p, std::span<const DecodeQuery> row
   int64_t* off = ws.task_off_.data();
   off[0] = 0;
   int64_t visible = 0;
+  bool any_q8 = false;
   for (int64_t r = 0; r < R; ++r) {
     const DecodeQuery& row = rows[static_cast<size_t>(r)];
     if (row.q == nullptr || row.out == nullptr || row.cache == nullptr)
@@ -192,6 +194,7 @@ void attention_decode(const AttentionParams& p, std::span<const DecodeQuery> row
       visible += JE[i] - JB[i];
       off[i + 1] = off[i] + DecodeWorkspace::n_splits(JE[i] - JB[i]);
     }
+    any_q8 = any_q8 || c.heads[0].type() == KVType::Q8_0;
     // ggml converts the f32 operand of an F16 mat-mul to F16: round the queries the same way.
     if (c.heads[0].type() == KVType::F16)
       attn::round_f16_row(row.q, ws.q16_.data() + static_cast<size_t>(r) * row_q, static_cast<int64_t>(row_q));
@@ -204,6 +207,10 @@ void attention_decode(const AttentionParams& p, std::span<const DecodeQuery> row
   const size_t slot = static_cast<size_t>(hd) + 2;
   const size_t row_part = static_cast<size_t>(p.n_head) * kMaxSplits * slot;
   const float* q16 = ws.q16_.data();
+  const size_t tile_floats = 2 * static_cast<size_t>(kKeyBlock) * static_cast<size_t>(hd);
+  if (any_q8 && ws.q8_tile_.size() < static_cast<size_t>(n_threads) * tile_floats)
+    ws.q8_tile_.resize(static_cast<size_t>(n_threads) * tile_floats);  // before the parallel region
+  float* q8_tiles = ws.q8_tile_.data();
 
 #pragma omp parallel num_threads(n_threads) if (par)
   {
@@ -222,10 +229,8 @@ void attention_decode(const AttentionParams& p, std::span<const DecodeQuery> row
         run_split<uint16_t>(p, q16 + static_cast<size_t>(r) * row_q, hc, g, j0, j1, split, hd < attn::kExactDotBelow,
                             part, nullptr);
       } else if (hc.type() == KVType::Q8_0) {
-        // One dequantized key block per thread, kept across calls (allocated once per thread).
-        thread_local std::vector<float> tile;
-        if (tile.size() < 2 * static_cast<size_t>(kKeyBlock) * hd) tile.resize(2 * static_cast<size_t>(kKeyBlock) * hd);
-        run_split<float>(p, rows[static_cast<size_t>(r)].q, hc, g, j0, j1, split, false, part, tile.data());
+        float* tile = q8_tiles + static_cast<size_t>(omp_get_thread_num()) * tile_floats;
+        run_split<float>(p, rows[static_cast<size_t>(r)].q, hc, g, j0, j1, split, false, part, tile);
       } else {
         run_split<float>(p, rows[static_cast<size_t>(r)].q, hc, g, j0, j1, split, false, part, nullptr);
       }

@@ -44,7 +44,10 @@ struct DecodeQuery {
 };
 
 /// Scratch of attention_decode() for up to max_rows rows, allocated once. Its size depends on the
-/// shape and max_rows only, never on the cache lengths (see bytes_for). One call at a time.
+/// shape and max_rows only, never on the cache lengths (see bytes_for), except for Q8_0 caches:
+/// they also use one dequantized key block per thread (n_threads x 2 x kKeyBlock x head_dim
+/// floats), allocated by the first call with Q8_0 rows and that many threads, before its parallel
+/// region, and kept. One call at a time.
 class DecodeWorkspace {
  public:
   static constexpr int kKeyBlock = 64;           ///< keys per online-softmax block; split boundaries are multiples
@@ -56,7 +59,7 @@ class DecodeWorkspace {
 
   const AttentionParams& shape() const { return shape_; }
   int64_t max_rows() const { return max_rows_; }
-  /// Bytes held: bytes_for(shape(), max_rows()).
+  /// Bytes held: bytes_for(shape(), max_rows()), plus the Q8_0 tiles once allocated.
   size_t bytes() const;
   /// 4 * R * n_head * (kMaxSplits * (head_dim + 2) + head_dim)   (split partials, F16-rounded q)
   /// + 8 * (3 * R * n_head_kv + 1)                                 (visible ranges, task offsets)
@@ -77,6 +80,7 @@ class DecodeWorkspace {
   std::vector<int64_t> j_begin_;   ///< [R][n_head_kv] first visible entry
   std::vector<int64_t> j_end_;     ///< [R][n_head_kv] one past the last visible entry
   std::vector<int64_t> task_off_;  ///< [R * n_head_kv + 1] first task of each (row, KV head)
+  std::vector<float> q8_tile_;     ///< Q8_0 caches: [threads][2][kKeyBlock][head_dim] dequantized K, V
 };
 
 /// Decode attention of rows (each one query token of its own sequence) of one layer, parallel over

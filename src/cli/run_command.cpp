@@ -283,6 +283,9 @@ int run_command(const RunOptions& opt) {
   EngineOptions eo;
   eo.n_threads = o.threads;
   auto engine = Engine::load(model_path, eo);
+  if (!kv_type_supports(kv_type, engine->info().head_dim))
+    throw Error(fmt::format("--kv-type {} needs a head_dim that is a multiple of {}; this model's is {}",
+                            kv_type_name(kv_type), kKVQ8Block, engine->info().head_dim));
 
   // A loaded session brings its context, press and cold tier; the questions are rendered as the
   // saved prompt was.

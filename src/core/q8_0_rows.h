@@ -16,8 +16,10 @@
 namespace snapkv {
 
 /// Quantizes x[n] (n a multiple of 32) into n / 32 Q8_0 blocks at dst (34 bytes each), as ggml's
-/// quantize_row_q8_0_ref: per block d = max|x| / 127, q = roundf(x / d) (ties away from zero;
-/// all zeros for an all-zero block), d stored as f16. Non-finite inputs give an undefined block.
+/// quantize_row_q8_0_ref: per block d = max|x| / 127, q = roundf(x * (1 / d)) (ties away from
+/// zero; all zeros for an all-zero block), d stored as f16 (ggml's AVX2 quantizer rounds ties to
+/// even instead: rare last-step differences). A block holding NaN or inf gets a NaN scale (it
+/// decodes as NaN, as an F16 cache would keep it); a block below ~4e-37 decodes as zeros.
 void quantize_q8_0_row(const float* x, uint8_t* dst, int n);
 
 /// Dequantizes n / 32 Q8_0 blocks at src into y[n] (n a multiple of 32): y = f16(d) * q, exact

@@ -23,6 +23,7 @@ void RowsView::row(int64_t i, float* out) const {
 void RowsView::rows(int64_t i0, int64_t count, float* out) const {
   if (i0 < 0 || count < 0 || i0 + count > n)
     throw Error(fmt::format("RowsView::rows: rows [{}, {}) out of range [0, {})", i0, i0 + count, n));
+  if (count == 0) return;
   const size_t off = static_cast<size_t>(i0) * kv_row_bytes(type, head_dim);
   const auto* base = static_cast<const uint8_t*>(data) + off;
   const size_t elems = static_cast<size_t>(count) * static_cast<size_t>(head_dim);

@@ -436,7 +436,9 @@ std::vector<Record> Runner::run_fidelity(const Sample& s, const std::vector<Pres
     SequenceOptions ro = so;
     ro.kv_type = *opt_.reference_kv_type;
     ref_base = e.new_sequence(ro);
+    t0 = Clock::now();
     e.prefill(*ref_base, ctx, PrefillOptions{}, ws);
+    last_prefill_ms_ += ms_since(t0);
   }
   const size_t group = static_cast<size_t>(opt_.max_decode_rows);
   const auto V = static_cast<size_t>(e.info().n_vocab);

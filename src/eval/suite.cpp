@@ -223,6 +223,12 @@ SuiteResult run_suite(const EvalConfig& cfg, const std::string& out_dir, bool re
   EngineOptions eo;
   eo.n_threads = cfg.threads;
   auto engine = Engine::load(cfg.model_path, eo);
+  for (const KVType t : {cfg.kv_type, cfg.reference_kv_type.value_or(cfg.kv_type)})
+    if (!kv_type_supports(t, engine->info().head_dim))
+      throw Error(
+          fmt::format("--kv-type / --reference-kv-type {} needs a head_dim that is a multiple of {}; this "
+                      "model's is {}",
+                      kv_type_name(t), kKVQ8Block, engine->info().head_dim));
   for (int64_t L : cfg.lengths)
     if (L > engine->info().n_ctx_train)
       throw Error(fmt::format("--lengths: {} exceeds the model's context of {} tokens", L, engine->info().n_ctx_train));

@@ -21,7 +21,7 @@ struct KvProjection {
   size_t reserve() const { return prefill_peak > final_bytes ? prefill_peak : final_bytes; }
 };
 
-/// Per layer l with bytes per token b = n_head_kv x 2 x head_dim x element size:
+/// Per layer l with bytes per token b = n_head_kv x 2 x kv_row_bytes(type, head_dim):
 ///   full-attention layer: after prefill min(n, C) tokens if the plan compresses, else n;
 ///                         then + max_tokens;
 ///   sliding-window layer (window w, slack s = ModelInfo::window_slack): min(n, w - 1), then at

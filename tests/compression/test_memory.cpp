@@ -1,5 +1,5 @@
 // Memory accounting of a compressed cache (tests 4, 5a, 5g):
-//  - kv_cache_bytes == entries x 2 x head_dim x element size, over the n_head_kv heads of each
+//  - kv_cache_bytes == entries x 2 x row bytes (kv_row_bytes), over the n_head_kv heads of each
 //    layer (never expanded to the query heads), == the kept_tokens_per_layer-derived total;
 //  - evicted entries are released: after compression every head's capacity equals its size;
 //  - peak_kv_cache_bytes of a layer-major prefill is one layer at full length plus the other
@@ -18,7 +18,7 @@ namespace {
 using ctest::options;
 using ctest::random_tokens;
 
-/// Bytes of one token's entry in one layer: n_head_kv heads x (K + V) x head_dim x element size.
+/// Bytes of one token's entry in one layer: n_head_kv heads x (K + V) x row bytes (kv_row_bytes).
 size_t layer_entry_bytes(const ModelConfig& c, KVType kv) {
   return static_cast<size_t>(c.n_head_kv) * 2 * kv_row_bytes(kv, c.head_dim);
 }

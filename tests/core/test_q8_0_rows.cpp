@@ -2,9 +2,11 @@
 // from zero), the error bound, all-zero blocks, and RowsView over Q8_0 rows.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "core/fp16.h"
@@ -47,6 +49,19 @@ TEST(Q8_0Rows, ZeroBlockStaysZero) {
   dequantize_q8_0_row(b.data(), y.data(), 64);
   for (int j = 0; j < 32; ++j) EXPECT_EQ(y[static_cast<size_t>(j)], 0.0f);
   EXPECT_NEAR(y[40], 3.0f, 3.0f * 0x1p-11f);  // q = 127, d = 3 / 127 rounded to f16
+}
+
+TEST(Q8_0Rows, NonFiniteBlocksDecodeAsNaNTinyBlocksAsZero) {
+  std::vector<float> x(96, 1.0f), y(96);
+  x[3] = std::numeric_limits<float>::quiet_NaN();                                                 // block 0
+  x[40] = std::numeric_limits<float>::infinity();                                                 // block 1
+  for (int j = 64; j < 96; ++j) x[static_cast<size_t>(j)] = 1e-38f * static_cast<float>(j - 63);  // block 2: tiny
+  std::vector<uint8_t> b(3 * 34);
+  quantize_q8_0_row(x.data(), b.data(), 96);
+  dequantize_q8_0_row(b.data(), y.data(), 96);
+  for (int j = 0; j < 64; ++j) EXPECT_TRUE(std::isnan(y[static_cast<size_t>(j)])) << j;
+  for (int j = 64; j < 96; ++j) EXPECT_EQ(y[static_cast<size_t>(j)], 0.0f) << j;
+  EXPECT_THROW((void)kv_row_bytes(KVType::Q8_0, 80), Error);
 }
 
 TEST(Q8_0Rows, ErrorWithinHalfAStepAndSimdEqualsScalar) {

@@ -111,6 +111,8 @@ TEST(CliBadFlags, OutOfRangeWrongTypeAndEmptyValues) {
       {run_args({"--dump-kept", ""}), {"--dump-kept", "must not be empty"}, 2},
       // Was silently uncompressed.
       {run_args({"--budget", "64"}), {"--budget", "--press"}, 1},
+      // stories260K's head_dim 8 cannot be stored in Q8_0 blocks of 32
+      {run_args({"--kv-type", "q8_0"}), {"--kv-type q8_0", "multiple of 32", "is 8"}, 1},
       {run_args({"--compression-ratio", "0.5"}), {"--compression-ratio", "--press"}, 1},
       {{"run", "-m", "", "-p", "hi"}, {"--model", "must not be empty"}, 2},  // was: the default model, silently
       {{"inspect", "-m", ""}, {"--model", "must not be empty"}, 2},

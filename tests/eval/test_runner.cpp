@@ -55,6 +55,31 @@ TEST(Runner, ForkBasedEqualsIndependentRunsTiny) {
       {Protocol::Aware, Protocol::Agnostic, Protocol::Multi, Protocol::Reselect, Protocol::Followup});
 }
 
+// --reference-kv-type: the fidelity reference is a full cache of another element type, prefilled
+// on its own (here f16 measured against f32): the full f16 cache now differs a little from it; a
+// compressed f16 cache differs more; against its own type the full cache's KL is exactly 0.
+TEST(Runner, FidelityAgainstAReferenceOfAnotherKvType) {
+  auto e = etest::stories();
+  Workspace ws(*e);
+  PromptFormat pf(*e, ChatMode::Off);
+  Generator g(pf);
+  const auto s = samples(g, {{"fidelity", 640, -1}}, 1).at(0);
+  const auto ps = presses({"none", "snapkv:budget=64,window=16"});
+  RunnerOptions same, cross;
+  cross.reference_kv_type = KVType::F32;  // kv_type stays F16
+  const auto a = Runner(*e, ws, same).run(s, ps, Protocol::Continuation);
+  const auto b = Runner(*e, ws, cross).run(s, ps, Protocol::Continuation);
+  ASSERT_EQ(a.size(), 2u);
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(a[0].fidelity.kl, 0.0);
+  EXPECT_GT(b[0].fidelity.kl, 0.0);
+  EXPECT_LT(b[0].fidelity.kl, 1e-3);
+  EXPECT_GT(b[1].fidelity.kl, b[0].fidelity.kl);
+  EXPECT_EQ(b[0].kv_cache_bytes, a[0].kv_cache_bytes);  // the measured caches are f16 in both runs
+  // The f16 caches are the same in both runs: the compressed row's perplexity does not change.
+  EXPECT_DOUBLE_EQ(b[1].fidelity.ppl, a[1].fidelity.ppl);
+}
+
 TEST(Runner, ProtocolMustFitTheSampleAndSkipDropsWork) {
   auto e = etest::stories();
   Workspace ws(*e);

@@ -1,14 +1,18 @@
 // Decoding allocates no heap memory per token (buffers are preallocated in the Session; the KV
 // cache grows in blocks of KVHeadCache::kGrowEntries). Counted through the global operator new.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
+#include <filesystem>
 #include <new>
+#include <string>
 
 #include "golden_util.h"
 #include "model/model.h"
 #include "snapkv/snapkv.h"
+#include "support/synthetic_model.h"
 #include "support/test_session.h"
 
 // AddressSanitizer owns operator new/delete: the counting replacement (and so this test) is
@@ -112,6 +116,51 @@ TEST(Decode, BatchedStepAllocatesNothingPerStep) {
   g_counting = false;
   EXPECT_EQ(g_allocs.load(), 0) << "heap allocations during 30 batched steps";
   EXPECT_EQ(seqs[3].s->n_past(), 10 + 33 * 3);
+#endif
+}
+
+// A Q8_0 cache (a small synthetic model: stories260K's head_dim 8 cannot be Q8_0) on 2 threads,
+// long enough for the decode kernel's parallel path: its dequantization tiles live in the
+// workspace, allocated by the first step.
+TEST(Decode, Q8_0CacheAllocatesNothingPerToken) {
+#if !defined(SNAPKV_COUNT_ALLOCS)
+  GTEST_SKIP() << "allocation counting is disabled under AddressSanitizer";
+#else
+  SyntheticModelConfig c;
+  c.n_layer = 2;
+  c.n_head = 4;
+  c.n_head_kv = 2;
+  c.head_dim = 32;
+  c.n_embd = 128;
+  c.n_ff = 256;
+  c.n_vocab = 512;
+  c.n_ctx = 4096;
+  const auto path =
+      std::filesystem::temp_directory_path() / ("snapkv_alloc_q8_" + std::to_string(::getpid()) + ".gguf");
+  write_synthetic_model(c, path.string());
+  EngineOptions eo;
+  eo.n_threads = 2;
+  auto e = Engine::load(path.string(), eo);
+  std::filesystem::remove(path);
+  Workspace ws(*e);
+  SequenceOptions so;
+  so.kv_type = KVType::Q8_0;
+  auto s = e->new_sequence(so);
+  std::vector<int32_t> p(2300, 300);
+  p[0] = 1;
+  e->prefill(*s, p, PrefillOptions{}, ws);
+  Batch b;
+  auto step = [&](int i) {
+    b.clear();
+    b.add(*s, 302 + i % 100);
+    e->step(b, ws);
+  };
+  step(0);  // the first step grows the cache by a block and allocates the tiles
+  g_allocs = 0;
+  g_counting = true;
+  for (int i = 1; i < 60; ++i) step(i);
+  g_counting = false;
+  EXPECT_EQ(g_allocs.load(), 0) << "heap allocations during 59 decode steps over a q8_0 cache";
 #endif
 }
 
