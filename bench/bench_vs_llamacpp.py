@@ -50,11 +50,7 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--text", type=pathlib.Path, default=None, help="prompt source text (default GPL-3)")
     ap.add_argument("--llama-only", action="store_true", help="measure llama.cpp only (no snapkv binary needed)")
     ap.add_argument("--allow-token-mismatch", action="store_true", help="continue when the peers tokenize differently")
-    ap.add_argument("--max-contention", type=float, default=0.10,
-                    help="redo a run when other processes used more than this share of all CPUs during it (1: never)")
-    ap.add_argument("--max-tries", type=int, default=10, help="attempts per measurement under --max-contention")
-    ap.add_argument("--quiet-wait", type=float, default=600,
-                    help="before each attempt, wait up to this many seconds for a quiet moment (others under --max-contention)")
+    bl.add_contention_args(ap)
     ap.add_argument("--json-out", type=pathlib.Path, default=None, help="also write every raw measurement here")
     ap.add_argument("--flash-attn", choices=["off", "on", "both"], default="both",
                     help="llama.cpp's flash attention: off, on, or both as two peers (default)")

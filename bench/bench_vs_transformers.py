@@ -61,15 +61,11 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--prompt-tokens", default="512,4096", help="comma list of prompt lengths in tokens")
     ap.add_argument("-n", "--n-gen", type=int, default=128, help="generated tokens per run")
     ap.add_argument("-r", "--reps", type=int, default=3, help="repetitions per peer; medians are reported")
-    ap.add_argument("--kv-type", choices=["f16", "f32"], default="f16", help="snapkv's KV cache element type")
+    ap.add_argument("--kv-type", choices=["f16", "f32", "q8_0"], default="f16", help="snapkv's KV cache element type")
     ap.add_argument("--text", type=pathlib.Path, default=None, help="prompt source text (default GPL-3)")
     ap.add_argument("--goal", type=float, default=1.5, help="prefill ratio snapkv / transformers to reach on every row")
     ap.add_argument("--no-warmup", action="store_true", help="no untimed warm-up forward in the transformers worker")
-    ap.add_argument("--max-contention", type=float, default=0.10,
-                    help="redo a run when other processes used more than this share of all CPUs during it (1: never)")
-    ap.add_argument("--max-tries", type=int, default=10, help="attempts per measurement under --max-contention")
-    ap.add_argument("--quiet-wait", type=float, default=600,
-                    help="before each attempt, wait up to this many seconds for a quiet moment (others under --max-contention)")
+    bl.add_contention_args(ap)
     ap.add_argument("--json-out", type=pathlib.Path, default=None, help="also write every raw measurement here")
     a = ap.parse_args()
     if a.threads < 1 or a.n_gen < 2 or a.reps < 1:

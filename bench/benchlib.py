@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import pathlib
@@ -272,6 +273,16 @@ class Contention:
         ours = (c1.children_user - self._c0.children_user) + (c1.children_system - self._c0.children_system)
         ours += (c1.user - self._c0.user) + (c1.system - self._c0.system)
         self.share = max(0.0, (busy - ours) / (wall * (os.cpu_count() or 1)))
+
+
+def add_contention_args(ap: argparse.ArgumentParser) -> None:
+    """--max-contention, --max-tries, --quiet-wait: how a peer-comparison script redoes runs that
+    other processes disturbed (see wait_quiet and Contention)."""
+    ap.add_argument("--max-contention", type=float, default=0.10,
+                    help="redo a run when other processes used more than this share of all CPUs during it (1: never)")
+    ap.add_argument("--max-tries", type=int, default=10, help="attempts per measurement under --max-contention")
+    ap.add_argument("--quiet-wait", type=float, default=600,
+                    help="before each attempt, wait up to this many seconds for a quiet moment (others under --max-contention)")
 
 
 def wait_quiet(max_share: float, timeout_s: float, window_s: float = 3.0) -> float | None:

@@ -44,6 +44,11 @@ std::string known_names() {
 
 }  // namespace
 
+KVType parse_kv_type(const std::string& s, const char* flag) {
+  if (const std::optional<KVType> t = kv_type_from_name(s)) return *t;
+  throw Error(fmt::format("{} must be f16, f32 or q8_0, got '{}'", flag, s));
+}
+
 std::string resolve_model_path(const std::string& flag) {
   // A path that exists wins over a name (a file called "smollm2" in the working directory).
   if (!flag.empty() && fs::exists(flag)) return flag;

@@ -5,6 +5,8 @@
 #include <string>
 #include <string_view>
 
+#include "snapkv/kv_type.h"
+
 namespace snapkv::cli {
 
 /// The model to use for -m `flag`: an existing path as given; else a model name ("gemma3",
@@ -12,6 +14,10 @@ namespace snapkv::cli {
 /// the model cache ($SNAPKV_MODELS or ~/.cache/snapkv/models). Throws snapkv::Error telling how to
 /// fetch a missing cached model (scripts/get-model.sh NAME), or naming a missing -m file.
 std::string resolve_model_path(const std::string& flag);
+
+/// The KVType a --kv-type value names (`flag`: the flag, for the message). Throws snapkv::Error
+/// naming the flag and the accepted values for anything else.
+KVType parse_kv_type(const std::string& s, const char* flag = "--kv-type");
 
 /// Whole file as bytes. Throws snapkv::Error naming the file on failure.
 std::string read_text_file(const std::string& path);

@@ -91,8 +91,8 @@ int eval_command(const EvalOptions& o) {
   cfg.chat = eval::parse_chat_mode(o.chat);
   cfg.answer_prefix = o.answer_prefix == "on";
   cfg.gen_tokens = o.gen_tokens;
-  cfg.kv_type = kv_type_from_name(o.kv_type).value_or(KVType::F16);
-  if (!o.reference_kv_type.empty()) cfg.reference_kv_type = kv_type_from_name(o.reference_kv_type);
+  cfg.kv_type = parse_kv_type(o.kv_type);
+  if (!o.reference_kv_type.empty()) cfg.reference_kv_type = parse_kv_type(o.reference_kv_type, "--reference-kv-type");
   cfg.cold_tier = parse_cold_tier(o.cold_tier);
   cfg.threads = o.threads > 0 ? o.threads : available_cores();
   cfg.independent = o.no_fork;

@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "snapkv/error.h"
+#include "snapkv/kv_type.h"
 #include "snapkv/press_spec.h"
 
 namespace snapkv::cli {
@@ -109,6 +110,10 @@ CLI::Validator press_arg() {
         return "";
       },
       "PRESS");
+}
+
+CLI::Validator kv_type_arg() {
+  return one_of({kv_type_name(KVType::F16), kv_type_name(KVType::F32), kv_type_name(KVType::Q8_0)});
 }
 
 CLI::Validator one_of(const std::vector<std::string>& names) {

@@ -25,6 +25,9 @@ CLI::Validator real_in(double lo, double hi, bool lo_open = false, bool hi_open 
 /// Accepts exactly one of `names` (case-sensitive). Error: "must be one of a|b|c, got 'VALUE'".
 CLI::Validator one_of(const std::vector<std::string>& names);
 
+/// one_of the KV cache element types snapkv::kv_type_from_name accepts: f16, f32, q8_0.
+CLI::Validator kv_type_arg();
+
 /// Accepts a press name (press_names()) or a whole press spec "name:key=value,..." that
 /// validate_press_spec() accepts; the error names the bad name, key or value.
 CLI::Validator press_arg();

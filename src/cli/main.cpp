@@ -19,6 +19,7 @@
 #include "cli/flag_checks.h"
 #include "snapkv/error.h"
 
+using snapkv::cli::kv_type_arg;
 using snapkv::cli::RunOptions;
 
 namespace {
@@ -32,6 +33,13 @@ constexpr const char* kModelHelp =
 void add_press_options(CLI::App& app, RunOptions& o);
 
 // --system, --messages, --chat-template, --tools (run and chat-template).
+/// --kv-type of run, serve and eval.
+void add_kv_type_option(CLI::App& app, std::string& kv_type) {
+  app.add_option("--kv-type", kv_type, "KV cache element type (q8_0: ggml blocks, 34 bytes per 32 elements)")
+      ->capture_default_str()
+      ->check(kv_type_arg());
+}
+
 void add_chat_flags(CLI::App& app, snapkv::cli::ChatFlags& c, bool implies_chat) {
   using snapkv::cli::non_empty;
   const std::string implies = implies_chat ? "; implies --chat" : "";
@@ -81,9 +89,7 @@ void add_run_options(CLI::App& run, RunOptions& o) {
   run.add_flag("--chat", o.chat, "wrap the prompt in the model's chat template (tokenizer.chat_template)");
   add_chat_flags(run, o.chat_flags, true);
   run.add_flag("--ignore-eos", o.ignore_eos, "do not stop at end-of-generation tokens");
-  run.add_option("--kv-type", o.kv_type, "KV cache element type (q8_0: ggml blocks, 34 bytes per 32 elements)")
-      ->capture_default_str()
-      ->check(one_of({"f16", "f32", "q8_0"}));
+  add_kv_type_option(run, o.kv_type);
   run.add_flag("--json", o.json, "print one JSON report instead of streaming text");
 
   add_press_options(run, o);
@@ -210,9 +216,7 @@ void add_serve_options(CLI::App& s, snapkv::cli::ServeOptions& o) {
   s.add_option("--prefill-rows", o.prefill_rows, "token-layers of prefill work per engine step (continuous batching)")
       ->capture_default_str()
       ->check(int_in(1, int64_t{1} << 40));
-  s.add_option("--kv-type", o.kv_type, "KV cache element type (q8_0: ggml blocks, 34 bytes per 32 elements)")
-      ->capture_default_str()
-      ->check(one_of({"f16", "f32", "q8_0"}));
+  add_kv_type_option(s, o.kv_type);
   s.add_option("--temp", o.temp, "default temperature")->capture_default_str()->check(real_in(0, 100));
   s.add_option("--top-k", o.top_k, "default top-k (0: off)")->capture_default_str()->check(int_in(0, kMaxCount));
   s.add_option("--top-p", o.top_p, "default top-p (1: off)")->capture_default_str()->check(real_in(0, 1, true));
@@ -293,13 +297,11 @@ void add_eval_options(CLI::App& ev, snapkv::cli::EvalOptions& o) {
   ev.add_option("--gen-tokens", o.gen_tokens, "tokens to generate per answer (0: each task's, RULER's)")
       ->capture_default_str()
       ->check(int_in(0, 1 << 20));
-  ev.add_option("--kv-type", o.kv_type, "KV cache element type (q8_0: ggml blocks, 34 bytes per 32 elements)")
-      ->capture_default_str()
-      ->check(one_of({"f16", "f32", "q8_0"}));
+  add_kv_type_option(ev, o.kv_type);
   ev.add_option("--reference-kv-type", o.reference_kv_type,
                 "fidelity: compare against a full cache of this type (default: --kv-type), e.g. f16 with "
                 "--kv-type q8_0")
-      ->check(one_of({"f16", "f32", "q8_0"}));
+      ->check(kv_type_arg());
   ev.add_flag("--no-plots", o.no_plots, "do not draw the pictures and index.html");
   ev.add_flag("--no-fork", o.no_fork, "prefill every press on its own (slow; a check of the fork-based runner)");
   ev.add_flag("-q,--quiet", o.quiet, "no progress output");

@@ -155,11 +155,6 @@ std::vector<std::vector<int32_t>> session_questions(const RunOptions& o, const E
   return out;
 }
 
-KVType parse_kv_type(const std::string& s) {
-  if (const std::optional<KVType> t = kv_type_from_name(s)) return *t;
-  throw Error(fmt::format("--kv-type must be f16, f32 or q8_0, got '{}'", s));
-}
-
 nlohmann::json kept_json(const Sequence& session, const RunOptions& o, int64_t n_context_tokens) {
   nlohmann::json layers = nlohmann::json::array();
   for (const auto& kl : session.kept()) {

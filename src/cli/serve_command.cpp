@@ -38,7 +38,7 @@ int serve_command(const ServeOptions& o) {
     throw Error(fmt::format("--max-running {} must be below --max-batch-rows {}", sc.max_running, sc.max_batch_rows));
   sc.prefill_rows_per_step = o.prefill_rows;
   sc.n_ctx = o.n_ctx;
-  sc.kv_type = kv_type_from_name(o.kv_type).value_or(KVType::F16);
+  sc.kv_type = parse_kv_type(o.kv_type);
   sc.n_threads = so.n_threads;
   sc.debug_step_delay_ms = o.debug_step_delay_ms;
   try {

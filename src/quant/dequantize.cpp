@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "core/q8_0_rows.h"
 #include "quant/blocks.h"
 #include "quant/quant.h"
 #include "snapkv/error.h"
@@ -58,11 +59,7 @@ void deq_q5_1(const uint8_t* b, float* y) {
   }
 }
 
-void deq_q8_0(const uint8_t* b, float* y) {
-  const float d = load_f16(b);
-  const auto* qs = reinterpret_cast<const int8_t*>(b + 2);
-  for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(qs[j]) * d;
-}
+void deq_q8_0(const uint8_t* b, float* y) { dequantize_q8_0_row(b, y, kQK); }
 
 // Q4_K: sub-block j of 32 elements is d*sc[j]*q - dmin*m[j]; the 64 elements of chunk c
 // share 32 bytes of qs: low nibbles = sub-block 2c, high nibbles = sub-block 2c+1.

@@ -1,13 +1,10 @@
 // Decoding allocates no heap memory per token (buffers are preallocated in the Session; the KV
 // cache grows in blocks of KVHeadCache::kGrowEntries). Counted through the global operator new.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
-#include <filesystem>
 #include <new>
-#include <string>
 
 #include "golden_util.h"
 #include "model/model.h"
@@ -126,22 +123,7 @@ TEST(Decode, Q8_0CacheAllocatesNothingPerToken) {
 #if !defined(SNAPKV_COUNT_ALLOCS)
   GTEST_SKIP() << "allocation counting is disabled under AddressSanitizer";
 #else
-  SyntheticModelConfig c;
-  c.n_layer = 2;
-  c.n_head = 4;
-  c.n_head_kv = 2;
-  c.head_dim = 32;
-  c.n_embd = 128;
-  c.n_ff = 256;
-  c.n_vocab = 512;
-  c.n_ctx = 4096;
-  const auto path =
-      std::filesystem::temp_directory_path() / ("snapkv_alloc_q8_" + std::to_string(::getpid()) + ".gguf");
-  write_synthetic_model(c, path.string());
-  EngineOptions eo;
-  eo.n_threads = 2;
-  auto e = Engine::load(path.string(), eo);
-  std::filesystem::remove(path);
+  auto e = load_synthetic_engine(small_q8_kv_config(), 2);
   Workspace ws(*e);
   SequenceOptions so;
   so.kv_type = KVType::Q8_0;

@@ -23,28 +23,9 @@ namespace {
 namespace fs = std::filesystem;
 using rtest::prompt;
 
-/// 2 layers, 4 query heads on 2 KV heads of 32 dims, random Q8_0 weights (loaded once; the file is
-/// removed right after loading).
+/// support/synthetic_model.h's small_q8_kv_config(): head_dim 32, random Q8_0 weights (loaded once).
 std::shared_ptr<const Engine> tiny() {
-  static const std::shared_ptr<const Engine> e = [] {
-    SyntheticModelConfig c;
-    c.n_layer = 2;
-    c.n_head = 4;
-    c.n_head_kv = 2;
-    c.head_dim = 32;
-    c.n_embd = 128;
-    c.n_ff = 256;
-    c.n_vocab = 512;
-    c.n_ctx = 4096;
-    c.weight_std = 0.08f;
-    const fs::path p = fs::temp_directory_path() / ("snapkv_q8kv_" + std::to_string(::getpid()) + ".gguf");
-    write_synthetic_model(c, p.string());
-    EngineOptions o;
-    o.n_threads = 2;
-    auto eng = Engine::load(p.string(), o);
-    fs::remove(p);
-    return eng;
-  }();
+  static const std::shared_ptr<const Engine> e = load_synthetic_engine(small_q8_kv_config(), 2);
   return e;
 }
 

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <unordered_set>
 
+#include "core/q8_0_rows.h"
 #include "snapkv/error.h"
 // clang 14's F16C _cvtss_sh macro expands to a compound literal (-Wc99-extensions under -Wpedantic).
 #if defined(__clang__)
@@ -327,20 +328,8 @@ void quantize_q8_0_into(const float* x, int64_t n, uint8_t* out) {
   if (n < 0 || n % kBlock != 0) {
     throw Error(fmt::format("quantize_q8_0: element count is not a multiple of 32 (n={})", n));
   }
-  for (int64_t b = 0; b < n / kBlock; ++b) {
-    const float* xb = x + b * kBlock;
-    uint8_t* ob = out + b * 34;
-    float amax = 0.0f;
-    for (int j = 0; j < kBlock; ++j) amax = std::max(amax, std::fabs(xb[j]));
-    const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    const uint16_t dh = fp32_to_fp16(d);
-    std::memcpy(ob, &dh, 2);
-    for (int j = 0; j < kBlock; ++j) {
-      const auto q = static_cast<int8_t>(std::lround(xb[j] * id));
-      std::memcpy(ob + 2 + j, &q, 1);
-    }
-  }
+  // The KV cache's codec (the same reference rounding), one block at a time (n may exceed int).
+  for (int64_t b = 0; b < n / kBlock; ++b) quantize_q8_0_row(x + b * kBlock, out + b * 34, static_cast<int>(kBlock));
 }
 
 std::vector<uint8_t> quantize_q8_0(const float* x, int64_t n) {

@@ -2,12 +2,16 @@
 #include "support/synthetic_model.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <filesystem>
 #include <numbers>
 #include <vector>
 
+#include "snapkv/engine.h"
 #include "snapkv/error.h"
 #include "support/gguf_writer.h"
 
@@ -178,6 +182,39 @@ uint64_t write_synthetic_model(const SyntheticModelConfig& c, const std::string&
     q8(p + "ffn_down.weight", c.n_ff, c.n_embd);
   }
   return w.write(path);
+}
+
+SyntheticModelConfig small_q8_kv_config() {
+  SyntheticModelConfig c;
+  c.n_layer = 2;
+  c.n_head = 4;
+  c.n_head_kv = 2;
+  c.head_dim = 32;
+  c.n_embd = 128;
+  c.n_ff = 256;
+  c.n_vocab = 512;
+  c.n_ctx = 4096;
+  c.weight_std = 0.08f;
+  c.name = "small synthetic llama (head_dim 32)";
+  return c;
+}
+
+std::shared_ptr<const Engine> load_synthetic_engine(const SyntheticModelConfig& cfg, int n_threads) {
+  static std::atomic<int> counter{0};
+  const std::filesystem::path p = std::filesystem::temp_directory_path() /
+                                  fmt::format("snapkv_synthetic_{}_{}.gguf", ::getpid(), counter.fetch_add(1));
+  write_synthetic_model(cfg, p.string());
+  EngineOptions o;
+  o.n_threads = n_threads;
+  std::shared_ptr<const Engine> e;
+  try {
+    e = Engine::load(p.string(), o);
+  } catch (...) {
+    std::filesystem::remove(p);
+    throw;
+  }
+  std::filesystem::remove(p);
+  return e;
 }
 
 }  // namespace snapkv

@@ -4,9 +4,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace snapkv {
+
+class Engine;
 
 /// Shapes and hyper-parameters. Defaults = SmolLM2-135M (HF config.json of HuggingFaceTB/SmolLM2-135M),
 /// except the context length (32768, so that 32K-token prompts fit).
@@ -47,5 +50,13 @@ void validate_synthetic_config(const SyntheticModelConfig& cfg);
 /// file is identical for a given config whatever the thread count. Throws snapkv::Error on a bad
 /// config or an I/O failure.
 uint64_t write_synthetic_model(const SyntheticModelConfig& cfg, const std::string& path);
+
+/// A small model whose head_dim a Q8_0 KV cache can hold (a multiple of 32): 2 layers, 4 query
+/// heads on 2 KV heads of 32 dims, n_embd 128, n_ff 256, vocab 512, context 4096, weight std 0.08.
+SyntheticModelConfig small_q8_kv_config();
+
+/// Writes `cfg` to a fresh file in the system temp directory, loads it as an Engine running
+/// `n_threads` threads and removes the file (the mapping stays valid). Throws snapkv::Error.
+std::shared_ptr<const Engine> load_synthetic_engine(const SyntheticModelConfig& cfg, int n_threads);
 
 }  // namespace snapkv
