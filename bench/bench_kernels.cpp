@@ -18,9 +18,12 @@
 //                               compute ceiling).
 //   FmaPeak/threads:T           independent f32 FMAs (AVX-512 when compiled for it, else AVX2):
 //                               the machine's f32 compute ceiling (GFLOP/s, 2 FLOPs per lane)
-//   PrefillAttn/<model>/keys:K/threads:T
+//   Bf16DotPeak/threads:T       independent AVX512-BF16 dot products (vdpbf16ps, 64 FLOPs each):
+//                               the ceiling of --prefill-attn bf16
+//   PrefillAttn/<model>[/bf16]/keys:K/threads:T
 //                               snapkv::attention() of the last 512 queries of a K-token prompt
-//                               over its F16 cache (the last chunk of a K-token prefill);
+//                               over its F16 cache (the last chunk of a K-token prefill), exact or
+//                               with PrefillAttention::BF16;
 //                               GFLOP/s = 4 x head_dim x n_head x (visible keys summed over queries)
 // Shapes: Gemma 3 270M Q4_K_M (n_embd 640, n_ff 2048, q 1024 rows, k/v 256, vocab 262144 Q8_0)
 // with its tensor types, the synthetic SmolLM2-shaped Q8_0 model (576 / 1536 / 49152), and
@@ -34,6 +37,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -461,10 +465,43 @@ void BM_FmaPeak(benchmark::State& st) {
   st.counters["GFLOP/s"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsRate);
 }
 
+/// AVX512-BF16 dot-product throughput (vdpbf16ps: 16 lanes x 2 products + 2 adds = 64 FLOPs per
+/// instruction), 12 independent chains per thread: the ceiling of PrefillAttention::BF16.
+void BM_Bf16DotPeak(benchmark::State& st) {
+#if defined(__AVX512BF16__)
+  const int threads = static_cast<int>(st.range(0));
+  constexpr int64_t kIters = 1 << 22;
+  float sink = 0;
+  for (auto _ : st) {
+    float total = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : total)
+    {
+      const __m512bh x = std::bit_cast<__m512bh>(_mm512_set1_epi32(0x3F803F80));  // (1.0, 1.0)
+      const __m512bh y = std::bit_cast<__m512bh>(_mm512_set1_epi32(0x33D633D6));  // ~1e-7
+      __m512 a[12];
+      for (int i = 0; i < 12; ++i) a[i] = _mm512_set1_ps(static_cast<float>(i));
+      for (int64_t it = 0; it < kIters; ++it)
+        for (int i = 0; i < 12; ++i) a[i] = _mm512_dpbf16_ps(a[i], x, y);
+      for (int i = 1; i < 12; ++i) a[0] = _mm512_add_ps(a[0], a[i]);
+      float lanes[16];
+      std::memcpy(lanes, &a[0], sizeof(lanes));
+      total += lanes[0];
+    }
+    sink += total;
+  }
+  benchmark::DoNotOptimize(sink);
+  const double flops = static_cast<double>(st.iterations()) * threads * kIters * 12 * 64;
+  st.counters["GFLOP/s"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsRate);
+#else
+  st.SkipWithError("built without AVX512-BF16");
+#endif
+}
+
 /// The last 512 queries of a `keys`-token prompt over its F16 cache (positions 0..keys-1 per KV
 /// head): the work of a prefill's last chunk. Counts 4 x head_dim FLOPs (Q K^T and P V) per
 /// (query head, visible key).
-void run_prefill_attn(benchmark::State& st, AttnShape s, int64_t keys, int threads) {
+void run_prefill_attn(benchmark::State& st, AttnShape s, int64_t keys, int threads,
+                      snapkv::PrefillAttention mode = snapkv::PrefillAttention::Exact) {
   constexpr int64_t kQueries = 512;
   const snapkv::AttentionParams p = s.params();
   snapkv::KVLayerCache cache;
@@ -479,7 +516,7 @@ void run_prefill_attn(benchmark::State& st, AttnShape s, int64_t keys, int threa
   const std::vector<float> q = make_x(kQueries * s.n_head * s.head_dim);
   std::vector<float> out(q.size());
   const std::vector<int32_t> qpos(pos.end() - kQueries, pos.end());
-  snapkv::AttentionWorkspace ws(p, kQueries);
+  snapkv::AttentionWorkspace ws(p, kQueries, mode);
   for (auto _ : st) {
     snapkv::attention(p, q.data(), qpos.data(), kQueries, cache, out.data(), ws, threads);
     benchmark::DoNotOptimize(out.data());
@@ -590,11 +627,26 @@ void register_all() {
       ->UseRealTime()
       ->Unit(benchmark::kMillisecond)
       ->ComputeStatistics("min", min_of);
+  benchmark::RegisterBenchmark("Bf16DotPeak", BM_Bf16DotPeak)
+      ->Arg(1)
+      ->Arg(2)
+      ->ArgName("threads")
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond)
+      ->ComputeStatistics("min", min_of);
   for (const auto& s : attn_shapes)
     for (const int64_t keys : {4096, 16384, 32768})
       for (const int th : {1, 2}) {
         const std::string name = fmt::format("PrefillAttn/{}/keys:{}/threads:{}", s.model, keys, th);
         benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) { run_prefill_attn(st, s, keys, th); })
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond)
+            ->ComputeStatistics("min", min_of);
+        if (!snapkv::prefill_attention_supported(snapkv::PrefillAttention::BF16)) continue;
+        const std::string bname = fmt::format("PrefillAttn/{}/bf16/keys:{}/threads:{}", s.model, keys, th);
+        benchmark::RegisterBenchmark(
+            bname.c_str(),
+            [=](benchmark::State& st) { run_prefill_attn(st, s, keys, th, snapkv::PrefillAttention::BF16); })
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond)
             ->ComputeStatistics("min", min_of);

@@ -8,12 +8,21 @@
 
 #include "attention/decode.h"
 #include "attention/prefill.h"
+#include "attention/prefill_bf16.h"
 #include "attention/simd.h"
 #include "snapkv/error.h"
 
 namespace snapkv {
 
-AttentionWorkspace::AttentionWorkspace(const AttentionParams& shape, int64_t max_queries) : max_queries_(max_queries) {
+bool prefill_attention_supported(PrefillAttention a) { return a == PrefillAttention::Exact || attn::kHaveBF16Prefill; }
+
+AttentionWorkspace::AttentionWorkspace(const AttentionParams& shape, int64_t max_queries, PrefillAttention prefill)
+    : max_queries_(max_queries), prefill_(prefill) {
+  if (!prefill_attention_supported(prefill))
+    throw Error(
+        fmt::format("attention: prefill attention '{}' needs a CPU and build with AVX512-BF16; this build "
+                    "lacks it (use 'exact')",
+                    prefill_attention_name(prefill)));
   if (shape.n_head < 1 || shape.n_head_kv < 1 || shape.head_dim < 1 || shape.n_head % shape.n_head_kv != 0)
     throw Error(fmt::format("attention: bad shape n_head {} n_head_kv {} head_dim {}", shape.n_head, shape.n_head_kv,
                             shape.head_dim));
@@ -27,7 +36,7 @@ AttentionWorkspace::AttentionWorkspace(const AttentionParams& shape, int64_t max
 AttentionWorkspace::~AttentionWorkspace() = default;
 
 size_t AttentionWorkspace::bytes() const {
-  return decode_->bytes() + sizeof(float) * (q16_.size() + thread_.size() + score_cache_.size()) +
+  return decode_->bytes() + sizeof(float) * (q16_.size() + thread_.size() + bf16_thread_.size() + score_cache_.size()) +
          sizeof(double) * thread_sums_.size() + sizeof(const float*) * thread_rows_.size();
 }
 
@@ -55,6 +64,14 @@ void attention(const AttentionParams& p, const float* q, const int32_t* q_pos, i
     return;
   }
 
+  const auto threads = static_cast<size_t>(n_threads);
+  if (ws.prefill_ == PrefillAttention::BF16 && attn::bf16_prefill_shape(p)) {
+    const size_t tf = attn::prefill_bf16_thread_floats(p);
+    if (ws.bf16_thread_.size() < threads * tf) ws.bf16_thread_.resize(threads * tf);
+    attn::attention_prefill_bf16(p, q, q_pos, n_q, cache, out, ws.bf16_thread_.data(), n_threads);
+    return;
+  }
+
   const int hd = p.head_dim;
   const bool f16 = cache.heads[0].type() == KVType::F16;
   const size_t q_floats = static_cast<size_t>(n_q) * static_cast<size_t>(p.n_head) * static_cast<size_t>(hd);
@@ -68,7 +85,6 @@ void attention(const AttentionParams& p, const float* q, const int32_t* q_pos, i
     qa = q16;
   }
 
-  const auto threads = static_cast<size_t>(n_threads);
   const size_t rows = attn::prefill_block_rows(p);
   if (ws.thread_.size() < threads * ws.thread_floats_) ws.thread_.resize(threads * ws.thread_floats_);
   if (ws.thread_sums_.size() < threads * rows * attn::kSumsPerRow)

@@ -19,7 +19,8 @@
 // block by block into f32 and then computed as an F32 cache holding the dequantized values (bit for
 // bit: tests/attention/test_q8_0_attention.cpp). Results do not
 // depend on the thread count, and prefill results do not depend on how a prompt is split into
-// chunks of two or more tokens.
+// chunks of two or more tokens. A workspace made with PrefillAttention::BF16 runs prefill with
+// bfloat16 dot products instead (attention/prefill_bf16.h; head_dim % 32 == 0; any cache type).
 #pragma once
 
 #include <cstdint>
@@ -27,6 +28,7 @@
 #include <vector>
 
 #include "kv/kv_cache.h"
+#include "snapkv/prefill_attention.h"
 
 namespace snapkv {
 
@@ -47,9 +49,14 @@ struct AttentionParams {
 /// to kScoreCacheMaxKeys keys per query row.
 class AttentionWorkspace {
  public:
-  AttentionWorkspace(const AttentionParams& shape, int64_t max_queries);
+  /// `prefill`: the arithmetic of calls with two or more queries (BF16 needs
+  /// prefill_attention_supported(BF16), else throws snapkv::Error; shapes with head_dim % 32 != 0
+  /// run Exact).
+  AttentionWorkspace(const AttentionParams& shape, int64_t max_queries,
+                     PrefillAttention prefill = PrefillAttention::Exact);
   ~AttentionWorkspace();
   int64_t max_queries() const { return max_queries_; }
+  PrefillAttention prefill_attention() const { return prefill_; }
   /// Bytes held now (the prefill buffers grow on first use with the thread count).
   size_t bytes() const;
 
@@ -57,11 +64,13 @@ class AttentionWorkspace {
   friend void attention(const AttentionParams&, const float*, const int32_t*, int64_t, const KVLayerCache&, float*,
                         AttentionWorkspace&, int);
   int64_t max_queries_;
+  PrefillAttention prefill_ = PrefillAttention::Exact;
   std::unique_ptr<DecodeWorkspace> decode_;  ///< decode: split-K scratch for one row
   std::vector<float> q16_;                   ///< prefill: queries rounded to F16 [max_queries][n_head][head_dim]
   std::vector<float> thread_;                ///< prefill: per-thread block buffers
   std::vector<double> thread_sums_;          ///< prefill: per-thread softmax sums
   std::vector<const float*> thread_rows_;    ///< prefill: per-thread query row pointers
+  std::vector<float> bf16_thread_;           ///< prefill, BF16: per-thread buffers
   std::vector<float> score_cache_;           ///< prefill, F16 cache: per-thread scores kept between passes
   size_t thread_floats_ = 0;                 ///< prefill: floats of one thread's buffers
 };

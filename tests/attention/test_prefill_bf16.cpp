@@ -1,0 +1,232 @@
+// The BF16 prefill kernel (PrefillAttention::BF16) against a naive double-precision reference on
+// random ragged per-head caches (causal and sliding-window masks, GQA/MQA, F32/F16/Q8_0, odd query
+// counts, long rows): (a) against attention over the same inputs rounded to bfloat16 — only the
+// probabilities' rounding and f32 sums remain, a tight bound; (b) against exact attention — the
+// whole bf16 error, a loose bound recording its size. Plus: bit-identical for 1 and 2 threads, for
+// any split of the queries into chunks, and on a rerun; queries without visible keys give zeros;
+// head_dim % 32 != 0 runs the exact kernel.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "attention/attention.h"
+#include "snapkv/prefill_attention.h"
+
+namespace snapkv {
+namespace {
+
+struct BCase {
+  int n_head, n_head_kv, head_dim;
+  int64_t n_q;    // queries at the last n_q positions
+  int64_t n_pos;  // cache positions drawn from [0, n_pos)
+  int window;
+  KVType type;
+  double keep_prob;
+};
+
+void PrintTo(const BCase& c, std::ostream* os) {
+  *os << "n_head " << c.n_head << " n_head_kv " << c.n_head_kv << " head_dim " << c.head_dim << " n_q " << c.n_q
+      << " n_pos " << c.n_pos << " window " << c.window << " " << kv_type_name(c.type) << " keep " << c.keep_prob;
+}
+
+float round_bf16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  u += 0x7FFFu + ((u >> 16) & 1u);
+  u &= 0xFFFF0000u;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+
+struct Built {
+  KVLayerCache cache;
+  std::vector<float> q;
+  std::vector<int32_t> qpos;
+};
+
+Built build(const BCase& c, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_real_distribution<double> ud(0.0, 1.0);
+  Built b;
+  b.cache.window = c.window;
+  for (int g = 0; g < c.n_head_kv; ++g) {
+    KVHeadCache h(c.type, c.head_dim);
+    std::vector<int32_t> pos;
+    for (int32_t p = 0; p < c.n_pos; ++p)
+      if (ud(rng) < c.keep_prob || p == c.n_pos - 1) pos.push_back(p);
+    std::vector<float> k(pos.size() * static_cast<size_t>(c.head_dim)), v(k.size());
+    for (auto& x : k) x = nd(rng) * 2.0f;  // scores spread over several units
+    for (auto& x : v) x = nd(rng);
+    h.append(static_cast<int64_t>(pos.size()), pos.data(), k.data(), c.head_dim, v.data(), c.head_dim);
+    b.cache.heads.push_back(std::move(h));
+  }
+  b.q.resize(static_cast<size_t>(c.n_q * c.n_head * c.head_dim));
+  for (auto& x : b.q) x = nd(rng);
+  for (int64_t t = 0; t < c.n_q; ++t) b.qpos.push_back(static_cast<int32_t>(c.n_pos - c.n_q + t));
+  return b;
+}
+
+// Naive attention in double over the cache's stored rows (as f32); with `bf16` the pre-scaled
+// query, the keys and the values are rounded to bfloat16 first. [n_q][n_head][head_dim].
+std::vector<double> reference(const BCase& c, const Built& b, float scale, bool bf16) {
+  const int G = c.n_head / c.n_head_kv, hd = c.head_dim;
+  std::vector<double> out(static_cast<size_t>(c.n_q * c.n_head * hd), 0.0);
+  std::vector<float> row(static_cast<size_t>(hd));
+  auto r = [&](float x) { return bf16 ? round_bf16(x) : x; };
+  for (int64_t t = 0; t < c.n_q; ++t) {
+    for (int h = 0; h < c.n_head; ++h) {
+      const KVHeadCache& hc = b.cache.heads[static_cast<size_t>(h / G)];
+      const float* q = b.q.data() + (t * c.n_head + h) * hd;
+      const int64_t qp = b.qpos[static_cast<size_t>(t)];
+      std::vector<double> s;
+      std::vector<int64_t> idx;
+      for (int64_t j = 0; j < hc.size(); ++j) {
+        const int64_t kp = hc.positions()[static_cast<size_t>(j)];
+        if (kp > qp || (c.window > 0 && qp - kp >= c.window)) continue;
+        hc.key_row(j, row.data());
+        double d = 0;
+        for (int i = 0; i < hd; ++i)
+          d += bf16 ? static_cast<double>(r(q[i] * scale)) * r(row[static_cast<size_t>(i)])
+                    : static_cast<double>(q[i]) * row[static_cast<size_t>(i)] * scale;
+        s.push_back(d);
+        idx.push_back(j);
+      }
+      if (s.empty()) continue;
+      double mx = s[0];
+      for (const double x : s) mx = std::max(mx, x);
+      double sum = 0;
+      for (auto& x : s) sum += (x = std::exp(x - mx));
+      double* o = out.data() + (t * c.n_head + h) * hd;
+      for (size_t j = 0; j < s.size(); ++j) {
+        hc.value_row(idx[j], row.data());
+        for (int i = 0; i < hd; ++i) o[i] += s[j] / sum * r(row[static_cast<size_t>(i)]);
+      }
+    }
+  }
+  return out;
+}
+
+double worst_diff(const std::vector<float>& a, const std::vector<double>& b) {
+  double w = 0;
+  for (size_t i = 0; i < a.size(); ++i) w = std::max(w, std::fabs(a[i] - b[i]));
+  return w;
+}
+
+AttentionParams params(const BCase& c) {
+  return AttentionParams{c.n_head, c.n_head_kv, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim)), c.window};
+}
+
+class PrefillBF16VsNaive : public testing::TestWithParam<BCase> {
+ protected:
+  void SetUp() override {
+    if (!prefill_attention_supported(PrefillAttention::BF16)) GTEST_SKIP() << "this build has no AVX512-BF16";
+  }
+};
+
+TEST_P(PrefillBF16VsNaive, MatchesReference) {
+  const BCase& c = GetParam();
+  const Built b = build(c, 7 + static_cast<uint64_t>(c.n_q));
+  const AttentionParams p = params(c);
+  AttentionWorkspace ws(p, c.n_q, PrefillAttention::BF16);
+  std::vector<float> out(b.q.size(), -7.0f);
+  attention(p, b.q.data(), b.qpos.data(), c.n_q, b.cache, out.data(), ws, 1);
+  // (a) Inputs rounded as the kernel rounds them: what is left is the probabilities' rounding to
+  // bf16 (relative 2^-9 each, averaging out over many keys) and f32 sums.
+  const double d_rounded = worst_diff(out, reference(c, b, p.scale, true));
+  EXPECT_LT(d_rounded, 6e-3);
+  // (b) Exact attention: scores move by ~2^-8 |q| |k|; outputs (|v| ~ 1) by a few 1e-2 at most.
+  const double d_exact = worst_diff(out, reference(c, b, p.scale, false));
+  EXPECT_LT(d_exact, 0.05);
+  RecordProperty("worst_vs_rounded", std::to_string(d_rounded));
+  RecordProperty("worst_vs_exact", std::to_string(d_exact));
+
+  // Two threads and a rerun: the same bits.
+  std::vector<float> two(out.size()), again(out.size());
+  attention(p, b.q.data(), b.qpos.data(), c.n_q, b.cache, two.data(), ws, 2);
+  attention(p, b.q.data(), b.qpos.data(), c.n_q, b.cache, again.data(), ws, 1);
+  EXPECT_EQ(out, two);
+  EXPECT_EQ(out, again);
+
+  // Any split of the queries into chunks of >= 2: the same bits.
+  if (c.n_q >= 4) {
+    const int64_t cut = c.n_q / 2 + 1;
+    std::vector<float> split(out.size(), -3.0f);
+    const size_t row = static_cast<size_t>(c.n_head) * static_cast<size_t>(c.head_dim);
+    attention(p, b.q.data(), b.qpos.data(), cut, b.cache, split.data(), ws, 2);
+    attention(p, b.q.data() + static_cast<size_t>(cut) * row, b.qpos.data() + cut, c.n_q - cut, b.cache,
+              split.data() + static_cast<size_t>(cut) * row, ws, 2);
+    EXPECT_EQ(out, split);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, PrefillBF16VsNaive,
+    testing::Values(
+        // SmolLM2 (9 / 3 / 64) and Gemma 3 (4 / 1 / 256) shapes, ragged heads, a window
+        BCase{9, 3, 64, 37, 3000, 0, KVType::F16, 0.9}, BCase{4, 1, 256, 40, 400, 0, KVType::F32, 1.0},
+        BCase{4, 1, 256, 33, 900, 512, KVType::F16, 1.0}, BCase{4, 1, 64, 70, 200, 33, KVType::F16, 0.8},
+        // Q8_0, head_dim 32 (one pair chunk), a query block count that leaves a tail of rows
+        BCase{4, 2, 32, 19, 500, 0, KVType::Q8_0, 0.6}, BCase{9, 3, 64, 45, 700, 0, KVType::Q8_0, 1.0},
+        // many query heads per KV head (R > 64 rows: several chunk groups), head_dim 128 / 96
+        BCase{16, 2, 128, 9, 700, 0, KVType::F16, 1.0}, BCase{80, 1, 32, 3, 300, 0, KVType::F32, 1.0},
+        BCase{6, 2, 96, 21, 333, 100, KVType::F32, 0.7},
+        // two queries, an odd key count in the last block, and a long row (many key blocks)
+        BCase{6, 3, 64, 2, 65, 0, KVType::F16, 1.0}, BCase{2, 1, 64, 6, 5000, 0, KVType::F16, 1.0}));
+
+TEST(PrefillBF16, QueriesWithoutVisibleKeysGetZeros) {
+  if (!prefill_attention_supported(PrefillAttention::BF16)) GTEST_SKIP() << "this build has no AVX512-BF16";
+  // Keys at positions 10..99; queries at 3..6 see none, the queries at 50, 51 see some.
+  const AttentionParams p{4, 2, 64, 0.125f, 0};
+  KVLayerCache cache;
+  std::mt19937_64 rng(3);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (int g = 0; g < 2; ++g) {
+    KVHeadCache h(KVType::F16, 64);
+    std::vector<int32_t> pos;
+    for (int32_t x = 10; x < 100; ++x) pos.push_back(x);
+    std::vector<float> k(pos.size() * 64), v(k.size());
+    for (auto& x : k) x = nd(rng);
+    for (auto& x : v) x = nd(rng);
+    h.append(static_cast<int64_t>(pos.size()), pos.data(), k.data(), 64, v.data(), 64);
+    cache.heads.push_back(std::move(h));
+  }
+  const std::vector<int32_t> qpos{3, 4, 5, 6, 50, 51};
+  std::vector<float> q(qpos.size() * 4 * 64);
+  for (auto& x : q) x = nd(rng);
+  AttentionWorkspace ws(p, 6, PrefillAttention::BF16);
+  std::vector<float> out(q.size(), -1.0f);
+  attention(p, q.data(), qpos.data(), 6, cache, out.data(), ws, 2);
+  for (size_t i = 0; i < 4 * 4 * 64; ++i) ASSERT_EQ(out[i], 0.0f) << i;
+  bool any = false;
+  for (size_t i = 4 * 4 * 64; i < out.size(); ++i) any = any || (out[i] != 0.0f && std::isfinite(out[i]));
+  EXPECT_TRUE(any);
+}
+
+TEST(PrefillBF16, OtherHeadDimsRunTheExactKernel) {
+  if (!prefill_attention_supported(PrefillAttention::BF16)) GTEST_SKIP() << "this build has no AVX512-BF16";
+  const BCase c{4, 2, 72, 19, 500, 0, KVType::F16, 1.0};
+  const Built b = build(c, 5);
+  const AttentionParams p = params(c);
+  AttentionWorkspace bf(p, c.n_q, PrefillAttention::BF16), exact(p, c.n_q);
+  std::vector<float> o1(b.q.size()), o2(b.q.size());
+  attention(p, b.q.data(), b.qpos.data(), c.n_q, b.cache, o1.data(), bf, 2);
+  attention(p, b.q.data(), b.qpos.data(), c.n_q, b.cache, o2.data(), exact, 2);
+  EXPECT_EQ(o1, o2);
+  EXPECT_EQ(exact.prefill_attention(), PrefillAttention::Exact);
+  EXPECT_EQ(bf.prefill_attention(), PrefillAttention::BF16);
+}
+
+TEST(PrefillAttentionNames, RoundTrip) {
+  for (const PrefillAttention a : {PrefillAttention::Exact, PrefillAttention::BF16})
+    EXPECT_EQ(prefill_attention_from_name(prefill_attention_name(a)), a);
+  EXPECT_FALSE(prefill_attention_from_name("fp8").has_value());
+  EXPECT_FALSE(prefill_attention_from_name("").has_value());
+  EXPECT_TRUE(prefill_attention_supported(PrefillAttention::Exact));
+}
+
+}  // namespace
+}  // namespace snapkv
