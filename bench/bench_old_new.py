@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Single-sequence speed of two snapkv binaries, back to back (no-regression check).
+"""Single-sequence speed of two snapkv binaries (or one binary with two settings), back to back.
 
 For each model and prompt length, runs
 
@@ -14,6 +14,8 @@ tokens (the script says when the tokens differ).
 
 Usage (from the repository root):
     python3 bench/bench_old_new.py --old /path/to/old/snapkv --new build/snapkv
+    python3 bench/bench_old_new.py --old build/snapkv --new build/snapkv --new-args "--prefill-attn bf16" \
+        --models synthetic --synthetic synth.gguf --lengths 4096,16384 -n 4 -r 2
     python3 bench/bench_old_new.py --old OLD --models smollm2 --lengths 4096 --press "--press snapkv --budget 1024"
 """
 
@@ -44,6 +46,11 @@ def main() -> None:
     ap.add_argument("-n", "--n-predict", type=int, default=64)
     ap.add_argument("-r", "--reps", type=int, default=5)
     ap.add_argument("--press", default="", help='extra run arguments, e.g. "--press snapkv --budget 1024"')
+    ap.add_argument("--old-args", default="", help="extra run arguments of OLD only")
+    ap.add_argument("--new-args", default="", help='extra run arguments of NEW only, e.g. "--prefill-attn bf16"')
+    ap.add_argument("--synthetic", type=pathlib.Path, default=None,
+                    help="GGUF of the synthetic SmolLM2-shaped model (build/make_synthetic_gguf -o FILE): "
+                         "the model named 'synthetic' in --models")
     ap.add_argument("--quiet-wait", type=float, default=120, help="seconds to wait for a quiet machine per run")
     args = ap.parse_args()
 
@@ -52,7 +59,12 @@ def main() -> None:
     source = bl.source_text(None)
     rows = []
     for name in args.models.split(","):
-        model = bl.require_file(cache / MODELS[name], name, f"scripts/get-model.sh {name}")
+        if name == "synthetic":
+            if args.synthetic is None:
+                bl.fail("--models synthetic needs --synthetic FILE (build/make_synthetic_gguf -o FILE)")
+            model = bl.require_file(args.synthetic, name, "build/make_synthetic_gguf -o FILE")
+        else:
+            model = bl.require_file(cache / MODELS[name], name, f"scripts/get-model.sh {name}")
         counter = bl.SnapkvTokenCounter(args.new, model)
         for n in (int(x) for x in args.lengths.split(",")):
             text, got = bl.text_with_tokens(counter, source, n)
@@ -65,7 +77,8 @@ def main() -> None:
             for _ in range(args.reps):
                 for which in ("old", "new"):
                     bl.wait_quiet(0.10, args.quiet_wait)
-                    res[which].append(bl.run_snapkv(getattr(args, which), common))
+                    extra = shlex.split(args.old_args if which == "old" else args.new_args)
+                    res[which].append(bl.run_snapkv(getattr(args, which), common + extra))
             os.unlink(prompt)
             med = {w: (bl.median([r["prefill_tokens_per_s"] for r in res[w]]),
                        bl.median([r["decode_tokens_per_s"] for r in res[w]])) for w in res}
@@ -78,7 +91,8 @@ def main() -> None:
                          f"{med['new'][1] / med['old'][1]:.3f}", "all" if same else f"first {agree}"])
             print(rows[-1], file=sys.stderr)
     print("\n".join(bl.header_lines({"old": str(args.old), "new": str(args.new), "threads": args.threads,
-                                     "reps": args.reps, "press": args.press or "none"})))
+                                     "reps": args.reps, "press": args.press or "none",
+                                     "old args": args.old_args or "-", "new args": args.new_args or "-"})))
     print()
     print(bl.md_table(["model", "prompt tokens", "prefill old tok/s", "prefill new tok/s", "new/old",
                        "decode old tok/s", "decode new tok/s", "new/old", "greedy tokens equal"], rows))
