@@ -16,6 +16,7 @@
 #include "snapkv/chat.h"
 #include "snapkv/chat_template.h"
 #include "snapkv/kv_type.h"
+#include "snapkv/prefill_attention.h"
 #include "snapkv/tokenizer.h"
 
 namespace snapkv {
@@ -32,6 +33,11 @@ struct EngineOptions {
   /// Threads of the workspaces made without an explicit count (WorkspaceOptions::n_threads = 0).
   /// 0 = every core of this process (omp_get_num_procs). The engine itself starts no threads.
   int n_threads = 0;
+  /// Arithmetic of prefill attention (calls with two or more queries) in the workspaces made for
+  /// this engine without their own (WorkspaceOptions::prefill_attention): Exact (f32, the default)
+  /// or BF16 (bfloat16 products, f32 sums; needs prefill_attention_supported(BF16); heads whose
+  /// head_dim is not a multiple of 32 run Exact). Decode is always Exact. See prefill_attention.h.
+  PrefillAttention prefill_attention = PrefillAttention::Exact;
 };
 
 /// What a user needs to know about the loaded model (read from the GGUF).
@@ -62,8 +68,9 @@ class Engine {
  public:
   /// Maps the GGUF at `path`, binds the weights and loads the tokenizer (when the file has
   /// `tokenizer.ggml.model`). Throws snapkv::Error naming the file and what is wrong (missing
-  /// file, bad GGUF, unsupported architecture, tensor type or shape, malformed tokenizer keys)
-  /// or a bad thread count (< 0 or > 4096).
+  /// file, bad GGUF, unsupported architecture, tensor type or shape, malformed tokenizer keys),
+  /// a bad thread count (< 0 or > 4096) or a prefill_attention this build does not run
+  /// (!prefill_attention_supported: BF16 without AVX512-BF16).
   static std::shared_ptr<const Engine> load(const std::string& path, const EngineOptions& opt = {});
   /// An engine over a model already loaded (internal type, src/model/model.h; for tools and
   /// tests that build models themselves). Loads the tokenizer from the model's GGUF. Same errors.
@@ -80,6 +87,8 @@ class Engine {
   bool has_tokenizer() const { return tokenizer_ != nullptr; }
   /// Threads of a workspace made with WorkspaceOptions::n_threads = 0 (resolved: >= 1).
   int n_threads() const { return n_threads_; }
+  /// Prefill attention arithmetic of a workspace made without its own (EngineOptions::prefill_attention).
+  PrefillAttention prefill_attention() const { return prefill_attention_; }
   /// The chat format of the model (tokenizer.chat_template, else the architecture). Throws
   /// snapkv::Error when the model has none (base model).
   ChatFormat chat_format() const;
@@ -128,6 +137,7 @@ class Engine {
   std::shared_ptr<const Tokenizer> tokenizer_;
   ModelInfo info_;
   int n_threads_ = 1;
+  PrefillAttention prefill_attention_ = PrefillAttention::Exact;
   mutable std::once_flag sha256_once_;
   mutable std::string sha256_;
 };

@@ -7,6 +7,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
+
+#include "snapkv/prefill_attention.h"
 
 namespace snapkv {
 
@@ -19,11 +22,16 @@ struct WorkspaceOptions {
   /// prefill advances in chunks of at most this many tokens per layer). Bounds the activation
   /// memory: about max_rows x (4 n_embd + 3 n_head head_dim + 2 n_ff) floats.
   int64_t max_rows = 512;
+  /// Arithmetic of this worker's prefill attention (Exact or BF16, see prefill_attention.h);
+  /// nullopt = the engine's (EngineOptions::prefill_attention). E.g. Exact for a reference run
+  /// beside an engine loaded with BF16.
+  std::optional<PrefillAttention> prefill_attention;
 };
 
 class Workspace {
  public:
-  /// Throws snapkv::Error for n_threads < 0 or > 4096, or max_rows < 1 or > 2^20. The workspace
+  /// Throws snapkv::Error for n_threads < 0 or > 4096, max_rows < 1 or > 2^20, or a
+  /// prefill_attention this build does not run (!prefill_attention_supported). The workspace
   /// keeps the engine's model alive (it may outlive the engine; it serves only that model).
   Workspace(const Engine& engine, const WorkspaceOptions& opt = {});
   ~Workspace();
@@ -32,6 +40,8 @@ class Workspace {
 
   int n_threads() const;
   int64_t max_rows() const;
+  /// The prefill attention arithmetic of this workspace (resolved: its own, else the engine's).
+  PrefillAttention prefill_attention() const;
   /// Bytes of scratch held now (activations, attention blocks, matmul scratch).
   size_t bytes() const;
 

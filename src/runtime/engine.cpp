@@ -19,21 +19,37 @@ size_t ModelInfo::kv_bytes_per_token(KVType t) const {
   return static_cast<size_t>(n_layer) * static_cast<size_t>(n_head_kv) * 2 * kv_row_bytes(t, head_dim);
 }
 
-std::shared_ptr<const Engine> Engine::load(const std::string& path, const EngineOptions& opt) {
+namespace {
+
+// The checks of EngineOptions shared by load (before the file is read) and from_model.
+void check_engine_options(const EngineOptions& opt) {
   if (opt.n_threads < 0 || opt.n_threads > 4096)
     throw Error(fmt::format("engine: thread count {} must be in [0, 4096] (0: all cores)", opt.n_threads));
+  if (opt.prefill_attention != PrefillAttention::Exact && opt.prefill_attention != PrefillAttention::BF16)
+    throw Error(fmt::format("engine: unknown prefill attention {}", static_cast<int>(opt.prefill_attention)));
+  if (!prefill_attention_supported(opt.prefill_attention))
+    throw Error(fmt::format(
+        "engine: prefill attention '{}' is not supported by this build (it needs a CPU with AVX512-BF16 and a build "
+        "for it, -march=native on such a CPU); use 'exact'",
+        prefill_attention_name(opt.prefill_attention)));
+}
+
+}  // namespace
+
+std::shared_ptr<const Engine> Engine::load(const std::string& path, const EngineOptions& opt) {
+  check_engine_options(opt);
   return from_model(Model::load(path), opt);
 }
 
 std::shared_ptr<const Engine> Engine::from_model(std::shared_ptr<const Model> model, const EngineOptions& opt) {
   if (!model) throw Error("engine: no model");
-  if (opt.n_threads < 0 || opt.n_threads > 4096)
-    throw Error(fmt::format("engine: thread count {} must be in [0, 4096] (0: all cores)", opt.n_threads));
+  check_engine_options(opt);
   std::shared_ptr<Engine> e(new Engine());
   e->model_ = std::move(model);
   const std::string path = e->model_->gguf().path();
   if (e->model_->gguf().has("tokenizer.ggml.model")) e->tokenizer_ = Tokenizer::from_gguf(e->model_->gguf());
   e->n_threads_ = opt.n_threads == 0 ? available_cores() : opt.n_threads;
+  e->prefill_attention_ = opt.prefill_attention;
   const ModelConfig& c = e->model_->config();
   ModelInfo& i = e->info_;
   i.path = path;

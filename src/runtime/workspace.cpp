@@ -17,12 +17,12 @@ int64_t checked_rows(int64_t rows) {
 
 }  // namespace
 
-Workspace::Impl::Impl(std::shared_ptr<const Model> mp, int n_threads, int64_t rows)
+Workspace::Impl::Impl(std::shared_ptr<const Model> mp, int n_threads, int64_t rows, PrefillAttention prefill)
     : model(std::move(mp)),
       max_rows(checked_rows(rows)),
       tc(n_threads),
       buf(model->config(), rows),
-      attn(model->attention_params(0), rows),
+      attn(model->attention_params(0), rows, prefill),
       decode(model->attention_params(0), rows),
       x(static_cast<size_t>(rows) * static_cast<size_t>(model->config().n_embd)),
       pos(static_cast<size_t>(rows)),
@@ -33,14 +33,15 @@ Workspace::Impl::Impl(std::shared_ptr<const Model> mp, int n_threads, int64_t ro
 Workspace::Workspace(const Engine& engine, const WorkspaceOptions& opt) {
   if (opt.n_threads < 0 || opt.n_threads > 4096)
     throw Error(fmt::format("workspace: thread count {} must be in [0, 4096] (0: the engine's)", opt.n_threads));
-  impl_ =
-      std::make_unique<Impl>(engine.model_ptr(), opt.n_threads == 0 ? engine.n_threads() : opt.n_threads, opt.max_rows);
+  impl_ = std::make_unique<Impl>(engine.model_ptr(), opt.n_threads == 0 ? engine.n_threads() : opt.n_threads,
+                                 opt.max_rows, opt.prefill_attention.value_or(engine.prefill_attention()));
 }
 
 Workspace::~Workspace() = default;
 
 int Workspace::n_threads() const { return impl_->tc.n_threads(); }
 int64_t Workspace::max_rows() const { return impl_->max_rows; }
+PrefillAttention Workspace::prefill_attention() const { return impl_->attn.prefill_attention(); }
 
 size_t Workspace::bytes() const {
   const Impl& w = *impl_;

@@ -45,7 +45,7 @@ struct Workspace::Impl {
   int64_t max_rows = 0;
   ThreadContext tc;
   ForwardBuffers buf;       ///< activations of one block call [max_rows x ...]
-  AttentionWorkspace attn;  ///< attention scratch (prefill chunks)
+  AttentionWorkspace attn;  ///< attention scratch (prefill chunks), with the prefill arithmetic
   DecodeWorkspace decode;   ///< split-K decode attention scratch for max_rows rows
   std::vector<DecodeQuery> decode_rows;
   std::vector<float> x;           ///< [max_rows x n_embd] gathered residual rows of a mixed call
@@ -56,7 +56,7 @@ struct Workspace::Impl {
   std::vector<float> logits_tmp;  ///< [max_rows x n_embd] scratch of Model::logits
   StepPlan plan;
 
-  Impl(std::shared_ptr<const Model> m, int n_threads, int64_t rows);
+  Impl(std::shared_ptr<const Model> m, int n_threads, int64_t rows, PrefillAttention prefill);
 };
 
 }  // namespace snapkv

@@ -74,8 +74,9 @@ Scheduler::Scheduler(std::shared_ptr<const Engine> engine, const SchedulerOption
                             opt_.max_batch_rows));
   metrics_.set_budget(opt_.kv_budget_bytes);
   // The workspace is made (and checked) here; only the scheduler thread uses it.
-  ws_ = std::make_unique<Workspace>(*engine_,
-                                    WorkspaceOptions{.n_threads = opt_.n_threads, .max_rows = opt_.max_batch_rows});
+  ws_ = std::make_unique<Workspace>(*engine_, WorkspaceOptions{.n_threads = opt_.n_threads,
+                                                               .max_rows = opt_.max_batch_rows,
+                                                               .prefill_attention = std::nullopt});  // the engine's
   thread_ = std::thread([this] { loop(); });
 }
 
