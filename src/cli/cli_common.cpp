@@ -49,6 +49,11 @@ KVType parse_kv_type(const std::string& s, const char* flag) {
   throw Error(fmt::format("{} must be f16, f32 or q8_0, got '{}'", flag, s));
 }
 
+PrefillAttention parse_prefill_attention(const std::string& s) {
+  if (const std::optional<PrefillAttention> a = prefill_attention_from_name(s)) return *a;
+  throw Error(fmt::format("--prefill-attn must be exact or bf16, got '{}'", s));
+}
+
 std::string resolve_model_path(const std::string& flag) {
   // A path that exists wins over a name (a file called "smollm2" in the working directory).
   if (!flag.empty() && fs::exists(flag)) return flag;

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "snapkv/kv_type.h"
+#include "snapkv/prefill_attention.h"
 
 namespace snapkv::cli {
 
@@ -18,6 +19,11 @@ std::string resolve_model_path(const std::string& flag);
 /// The KVType a --kv-type value names (`flag`: the flag, for the message). Throws snapkv::Error
 /// naming the flag and the accepted values for anything else.
 KVType parse_kv_type(const std::string& s, const char* flag = "--kv-type");
+
+/// The PrefillAttention a --prefill-attn value names (exact, bf16). Throws snapkv::Error naming
+/// the flag and the accepted values for anything else. Whether this build runs it is the
+/// engine's check (Engine::load).
+PrefillAttention parse_prefill_attention(const std::string& s);
 
 /// Whole file as bytes. Throws snapkv::Error naming the file on failure.
 std::string read_text_file(const std::string& path);

@@ -93,6 +93,7 @@ int eval_command(const EvalOptions& o) {
   cfg.gen_tokens = o.gen_tokens;
   cfg.kv_type = parse_kv_type(o.kv_type);
   if (!o.reference_kv_type.empty()) cfg.reference_kv_type = parse_kv_type(o.reference_kv_type, "--reference-kv-type");
+  cfg.prefill_attention = parse_prefill_attention(o.prefill_attn);
   cfg.cold_tier = parse_cold_tier(o.cold_tier);
   cfg.threads = o.threads > 0 ? o.threads : available_cores();
   cfg.independent = o.no_fork;

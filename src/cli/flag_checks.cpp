@@ -9,6 +9,7 @@
 
 #include "snapkv/error.h"
 #include "snapkv/kv_type.h"
+#include "snapkv/prefill_attention.h"
 #include "snapkv/press_spec.h"
 
 namespace snapkv::cli {
@@ -114,6 +115,10 @@ CLI::Validator press_arg() {
 
 CLI::Validator kv_type_arg() {
   return one_of({kv_type_name(KVType::F16), kv_type_name(KVType::F32), kv_type_name(KVType::Q8_0)});
+}
+
+CLI::Validator prefill_attention_arg() {
+  return one_of({prefill_attention_name(PrefillAttention::Exact), prefill_attention_name(PrefillAttention::BF16)});
 }
 
 CLI::Validator one_of(const std::vector<std::string>& names) {

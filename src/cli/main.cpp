@@ -20,6 +20,7 @@
 #include "snapkv/error.h"
 
 using snapkv::cli::kv_type_arg;
+using snapkv::cli::prefill_attention_arg;
 using snapkv::cli::RunOptions;
 
 namespace {
@@ -38,6 +39,15 @@ void add_kv_type_option(CLI::App& app, std::string& kv_type) {
   app.add_option("--kv-type", kv_type, "KV cache element type (q8_0: ggml blocks, 34 bytes per 32 elements)")
       ->capture_default_str()
       ->check(kv_type_arg());
+}
+
+/// --prefill-attn of run, serve and eval.
+void add_prefill_attn_option(CLI::App& app, std::string& prefill_attn) {
+  app.add_option("--prefill-attn", prefill_attn,
+                 "prefill attention arithmetic: exact (f32) or bf16 (bfloat16 dot products, f32 sums; needs "
+                 "AVX512-BF16 and head_dim % 32 == 0, else exact)")
+      ->capture_default_str()
+      ->check(prefill_attention_arg());
 }
 
 void add_chat_flags(CLI::App& app, snapkv::cli::ChatFlags& c, bool implies_chat) {
@@ -90,6 +100,7 @@ void add_run_options(CLI::App& run, RunOptions& o) {
   add_chat_flags(run, o.chat_flags, true);
   run.add_flag("--ignore-eos", o.ignore_eos, "do not stop at end-of-generation tokens");
   add_kv_type_option(run, o.kv_type);
+  add_prefill_attn_option(run, o.prefill_attn);
   run.add_flag("--json", o.json, "print one JSON report instead of streaming text");
 
   add_press_options(run, o);
@@ -217,6 +228,7 @@ void add_serve_options(CLI::App& s, snapkv::cli::ServeOptions& o) {
       ->capture_default_str()
       ->check(int_in(1, int64_t{1} << 40));
   add_kv_type_option(s, o.kv_type);
+  add_prefill_attn_option(s, o.prefill_attn);
   s.add_option("--temp", o.temp, "default temperature")->capture_default_str()->check(real_in(0, 100));
   s.add_option("--top-k", o.top_k, "default top-k (0: off)")->capture_default_str()->check(int_in(0, kMaxCount));
   s.add_option("--top-p", o.top_p, "default top-p (1: off)")->capture_default_str()->check(real_in(0, 1, true));
@@ -302,6 +314,7 @@ void add_eval_options(CLI::App& ev, snapkv::cli::EvalOptions& o) {
                 "fidelity: compare against a full cache of this type (default: --kv-type), e.g. f16 with "
                 "--kv-type q8_0")
       ->check(kv_type_arg());
+  add_prefill_attn_option(ev, o.prefill_attn);
   ev.add_flag("--no-plots", o.no_plots, "do not draw the pictures and index.html");
   ev.add_flag("--no-fork", o.no_fork, "prefill every press on its own (slow; a check of the fork-based runner)");
   ev.add_flag("-q,--quiet", o.quiet, "no progress output");

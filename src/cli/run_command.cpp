@@ -249,6 +249,7 @@ int run_command(const RunOptions& opt) {
     o.press.compression_ratio = -1;
   }
   const KVType kv_type = parse_kv_type(o.kv_type);
+  const PrefillAttention prefill_attn = parse_prefill_attention(o.prefill_attn);
   check_settings(o);
   ColdTierOptions cold_tier = o.cold_tier.empty() ? ColdTierOptions{} : parse_cold_tier(o.cold_tier);
   const bool loading = !o.load_session.empty();
@@ -277,6 +278,7 @@ int run_command(const RunOptions& opt) {
   const std::string model_path = resolve_model_path(o.model);
   EngineOptions eo;
   eo.n_threads = o.threads;
+  eo.prefill_attention = prefill_attn;
   auto engine = Engine::load(model_path, eo);
   if (!kv_type_supports(kv_type, engine->info().head_dim))
     throw Error(fmt::format("--kv-type {} needs a head_dim that is a multiple of {}; this model's is {}",
@@ -454,6 +456,7 @@ int run_command(const RunOptions& opt) {
     j["peak_rss_bytes"] = peak_rss_bytes();
     j["threads"] = o.threads;
     j["kv_type"] = kv_type_name(seq->kv_type());  // a loaded session's own
+    j["prefill_attention"] = prefill_attention_name(ws.prefill_attention());
     j["press"] = flags_mode ? o.press.name : press_spec.name;
     j["press_spec"] = canonical.to_string();
     j["compressed"] = st.compressed;

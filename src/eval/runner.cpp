@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <optional>
 
 #include "eval/score.h"
 #include "kv/presses/press.h"
@@ -430,14 +431,26 @@ std::vector<Record> Runner::run_fidelity(const Sample& s, const std::vector<Pres
   e.prefill(*base, ctx, po, ws);
   const double base_ms = ms_since(t0);
   last_prefill_ms_ = base_ms;
-  // A reference of another element type is prefilled on its own (full cache, no press).
+  // The reference is always computed with exact prefill attention: when the workspace is not
+  // exact (--prefill-attn bf16), its prefill and teacher-forced chunks run in an exact workspace
+  // of the same size and threads.
+  std::optional<Workspace> exact_ws;
+  Workspace* ref_ws = &ws;
+  if (ws.prefill_attention() != PrefillAttention::Exact) {
+    exact_ws.emplace(
+        e, WorkspaceOptions{
+               .n_threads = ws.n_threads(), .max_rows = ws.max_rows(), .prefill_attention = PrefillAttention::Exact});
+    ref_ws = &*exact_ws;
+  }
+  // A reference of another element type, or of other arithmetic, is prefilled on its own (full
+  // cache, no press); otherwise it is a fork of the shared prefill.
   std::unique_ptr<Sequence> ref_base;
-  if (opt_.reference_kv_type && *opt_.reference_kv_type != opt_.kv_type) {
+  if ((opt_.reference_kv_type && *opt_.reference_kv_type != opt_.kv_type) || exact_ws) {
     SequenceOptions ro = so;
-    ro.kv_type = *opt_.reference_kv_type;
+    ro.kv_type = opt_.reference_kv_type.value_or(opt_.kv_type);
     ref_base = e.new_sequence(ro);
     t0 = Clock::now();
-    e.prefill(*ref_base, ctx, PrefillOptions{}, ws);
+    e.prefill(*ref_base, ctx, PrefillOptions{}, *ref_ws);
     last_prefill_ms_ += ms_since(t0);
   }
   const size_t group = static_cast<size_t>(opt_.max_decode_rows);
@@ -478,7 +491,7 @@ std::vector<Record> Runner::run_fidelity(const Sample& s, const std::vector<Pres
       const std::span<const int32_t> chunk(feed.data() + a, b - a);
       PrefillOptions pr;
       pr.all_logits = &ref_logits;
-      e.prefill(*ref, chunk, pr, ws);
+      e.prefill(*ref, chunk, pr, *ref_ws);
       for (size_t k = 0; k < seqs.size(); ++k) {
         PrefillOptions pk;
         pk.all_logits = &logits;

@@ -102,6 +102,8 @@ struct RunnerOptions {
   int max_decode_rows = 7;
   KVType kv_type = KVType::F16;
   /// Fidelity: the reference full cache's element type (nullopt: kv_type, a fork of the same prefill).
+  /// The reference's prefill attention is always Exact: with a workspace that is not (BF16), the
+  /// reference is prefilled on its own in an exact workspace.
   std::optional<KVType> reference_kv_type;
   int gen_tokens = 0;       ///< override the task's generation length (0: the task's)
   int fidelity_chunk = 64;  ///< continuation tokens per prefill call (logits held: chunk x n_vocab)

@@ -162,7 +162,8 @@ nlohmann::ordered_json config_json(const EvalConfig& cfg, const Engine& e, const
   j["gen_tokens"] = cfg.gen_tokens;
   j["kv_type"] = kv_type_name(cfg.kv_type);
   j["reference_kv_type"] = kv_type_name(cfg.reference_kv_type.value_or(cfg.kv_type));  // fidelity's reference
-  j["cold_tier"] = cold_tier_name(cfg.cold_tier);                                      // the reselect protocol's
+  j["prefill_attention"] = prefill_attention_name(cfg.prefill_attention);  // fidelity's reference: always exact
+  j["cold_tier"] = cold_tier_name(cfg.cold_tier);                          // the reselect protocol's
   j["threads"] = cfg.threads;
   j["independent"] = cfg.independent;
   j["decoding"] = "greedy";
@@ -188,6 +189,10 @@ void check_resumable(const nlohmann::json& old, const nlohmann::ordered_json& no
   for (const char* k : {"tasks", "lengths", "samples", "seed", "depths", "prompt_format", "gen_tokens", "kv_type"})
     same(k, old.at(k), now[k]);
   same("reference_kv_type", old.value("reference_kv_type", old.at("kv_type")), now["reference_kv_type"]);
+  // Runs before --prefill-attn were exact.
+  same("prefill_attention",
+       old.value("prefill_attention", nlohmann::json(prefill_attention_name(PrefillAttention::Exact))),
+       now["prefill_attention"]);
   same("text.sha256", old.at("text").at("sha256"), now["text"]["sha256"]);
 }
 
@@ -222,6 +227,7 @@ SuiteResult run_suite(const EvalConfig& cfg, const std::string& out_dir, bool re
 
   EngineOptions eo;
   eo.n_threads = cfg.threads;
+  eo.prefill_attention = cfg.prefill_attention;
   auto engine = Engine::load(cfg.model_path, eo);
   for (const KVType t : {cfg.kv_type, cfg.reference_kv_type.value_or(cfg.kv_type)})
     if (!kv_type_supports(t, engine->info().head_dim))

@@ -15,6 +15,7 @@
 #include "eval/prompt.h"
 #include "eval/runner.h"
 #include "snapkv/kv_type.h"
+#include "snapkv/prefill_attention.h"
 
 namespace snapkv::eval {
 
@@ -51,6 +52,9 @@ struct EvalConfig {
   /// cache of this element type (--reference-kv-type; default: kv_type, the same cache uncompressed).
   /// E.g. kv_type Q8_0 with reference F16 measures quantization and compression together.
   std::optional<KVType> reference_kv_type;
+  /// Arithmetic of prefill attention of the runs (--prefill-attn). The fidelity task's reference
+  /// is always prefilled Exact (on its own when this is BF16).
+  PrefillAttention prefill_attention = PrefillAttention::Exact;
   /// The cold tier of the reselect protocol (--cold-tier; int8 in RAM by default).
   ColdTierOptions cold_tier = {.enabled = true, .format = ColdFormat::Int8, .dir = {}};
   int threads = 0;           ///< 0: every core
@@ -75,7 +79,8 @@ struct SuiteResult {
 };
 
 /// Runs the suite into `out_dir` (created). With `resume`, DIR/config.json must describe the
-/// same samples (model sha256, tasks, lengths, samples, seed, depths, chat, gen_tokens, kv type)
+/// same samples (model sha256, tasks, lengths, samples, seed, depths, chat, gen_tokens, kv type,
+/// prefill attention; a config.json without prefill_attention was written by an exact run)
 /// and the (sample, press, protocol, question) records already in DIR/samples.jsonl are skipped;
 /// without it, an existing samples.jsonl is an error. Throws snapkv::Error for bad settings
 /// (a length over the model's context, an unknown task or press) before any sample runs.

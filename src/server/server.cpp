@@ -553,6 +553,7 @@ int run_server(const ServerOptions& opt) {
   try {
     EngineOptions eo;
     eo.n_threads = opt.n_threads;
+    eo.prefill_attention = opt.prefill_attention;
     sh.engine = Engine::load(opt.model_path, eo);
     (void)sh.engine->tokenizer();  // a model without a tokenizer cannot serve text
     if (!kv_type_supports(opt.scheduler.kv_type, sh.engine->info().head_dim))
@@ -565,8 +566,9 @@ int run_server(const ServerOptions& opt) {
     if (!sh.chat->warning().empty()) spdlog::warn("snapkv serve: chat template: {}", sh.chat->warning());
     sh.scheduler = std::make_unique<Scheduler>(sh.engine, opt.scheduler, sh.metrics);
     sh.ready.store(true);
-    spdlog::info("snapkv serve: ready ({}, n_ctx {}, KV budget {} bytes)", sh.model_id, sh.n_ctx,
-                 opt.scheduler.kv_budget_bytes);
+    spdlog::info("snapkv serve: ready ({}, n_ctx {}, KV budget {} bytes, kv_type {}, prefill_attention {})",
+                 sh.model_id, sh.n_ctx, opt.scheduler.kv_budget_bytes, kv_type_name(opt.scheduler.kv_type),
+                 prefill_attention_name(sh.engine->prefill_attention()));
     int sig = 0;
     sigwait(&sigs, &sig);
     spdlog::info("snapkv serve: signal {}: shutting down", sig);

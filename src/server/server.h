@@ -10,6 +10,7 @@
 
 #include "server/request.h"
 #include "server/scheduler.h"
+#include "snapkv/prefill_attention.h"
 
 namespace snapkv::server {
 
@@ -21,6 +22,8 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;
   int n_threads = 0;
+  /// Prefill attention arithmetic of the engine (EngineOptions::prefill_attention; --prefill-attn).
+  PrefillAttention prefill_attention = PrefillAttention::Exact;
   SchedulerOptions scheduler;
   RequestDefaults defaults;
   std::string api_key;               ///< "" = no authentication

@@ -86,6 +86,13 @@ TEST(CliBadFlags, OutOfRangeWrongTypeAndEmptyValues) {
       {run_args({"--seed", "-1"}), {"--seed", "'-1'"}, 2},
       {run_args({"--seed", "1.5"}), {"--seed", "'1.5'"}, 2},
       {run_args({"--kv-type", "q8"}), {"--kv-type", "f16|f32", "'q8'"}, 2},
+      {run_args({"--prefill-attn", "bf8"}), {"--prefill-attn", "exact|bf16", "'bf8'"}, 2},
+      {run_args({"--prefill-attn", "BF16"}), {"--prefill-attn", "exact|bf16", "'BF16'"}, 2},
+      {run_args({"--prefill-attn", ""}), {"--prefill-attn", "''"}, 2},
+      {{"serve", "-m", stories(), "--prefill-attn", "fast"}, {"--prefill-attn", "exact|bf16", "'fast'"}, 2},
+      {{"eval", "-m", stories(), "--out", "/nonexistent/eval", "--prefill-attn", "f32"},
+       {"--prefill-attn", "exact|bf16", "'f32'"},
+       2},
       {run_args({"--press", ""}), {"--press", "snapkv", "''"}, 2},
       {run_args({"--press", "snapkvv"}), {"--press", "'snapkvv'"}, 2},
       {run_args({"--press", "snapkv", "--budget", "0"}), {"--budget", "'0'"}, 2},
@@ -141,10 +148,11 @@ TEST(CliBadFlags, HelpListsTheDefaults) {
   EXPECT_EQ(r.out.rfind("generate text from a prompt\nUsage: snapkv run", 0), 0u) << r.out;
   // Each option's help entry (up to the next option) must show its default.
   const std::vector<std::pair<std::string, std::string>> defaults = {
-      {"-n,--n-predict", "]=128\n"},  {"--temp", "]=0.8\n"},           {"--top-k", "]=40\n"},
-      {"--top-p", "]=0.95\n"},        {"--kv-type", "q8_0=f16"},       {"--press", "PRESS=none "},
-      {"--budget", "(default 1024)"}, {"--window", "]=32\n"},          {"--kernel", "]=7\n"},
-      {"--pool", "(default max)"},    {"--gqa-agg", "(default mean)"}, {"--sinks", "]=4\n"}};
+      {"-n,--n-predict", "]=128\n"},   {"--temp", "]=0.8\n"},           {"--top-k", "]=40\n"},
+      {"--top-p", "]=0.95\n"},         {"--kv-type", "q8_0=f16"},       {"--press", "PRESS=none "},
+      {"--budget", "(default 1024)"},  {"--window", "]=32\n"},          {"--kernel", "]=7\n"},
+      {"--pool", "(default max)"},     {"--gqa-agg", "(default mean)"}, {"--sinks", "]=4\n"},
+      {"--prefill-attn", "bf16=exact"}};
   for (const auto& [opt, want] : defaults) {
     const size_t at = r.out.find("  " + opt + " ");
     ASSERT_NE(at, std::string::npos) << opt;

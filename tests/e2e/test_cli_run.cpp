@@ -1,11 +1,15 @@
 // End to end: `snapkv run/inspect/tokenize` on real models, and clear errors for bad input.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "cli_runner.h"
+#include "snapkv/prefill_attention.h"
 
 namespace snapkv::test {
 namespace {
@@ -37,7 +41,7 @@ TEST(CliRun, GreedyJsonReportOnStoriesMatchesLlamaCpp) {
   const json j = json::parse(r.out);
   for (const char* k : {"model", "arch", "n_prompt_tokens", "n_generated_tokens", "generated_token_ids", "text",
                         "ttft_ms", "prefill_ms", "prefill_tokens_per_s", "decode_ms", "decode_tokens_per_s",
-                        "kv_cache_bytes", "peak_rss_bytes", "threads", "kv_type"}) {
+                        "kv_cache_bytes", "peak_rss_bytes", "threads", "kv_type", "prefill_attention"}) {
     EXPECT_TRUE(j.contains(k)) << "missing key " << k;
   }
   EXPECT_EQ(j["arch"], "llama");
@@ -51,8 +55,38 @@ TEST(CliRun, GreedyJsonReportOnStoriesMatchesLlamaCpp) {
   // stories260K: 5 layers x 4 KV heads x 8 dims x 2 (K,V) x 2 bytes per token, 5 + 19 tokens held.
   EXPECT_EQ(j["kv_cache_bytes"].get<size_t>(), size_t{5 * 4 * 8 * 2 * 2} * (5 + 19));
   EXPECT_EQ(j["kv_type"], "f16");
+  EXPECT_EQ(j["prefill_attention"], "exact");
   EXPECT_EQ(j["threads"], 1);
   EXPECT_GT(j["peak_rss_bytes"].get<size_t>(), 0u);
+}
+
+// --prefill-attn bf16: where the build runs it, the JSON reports it and stories260K (head_dim 8,
+// which the BF16 kernel leaves to the exact one) generates the exact run's tokens; elsewhere the
+// engine's one-line error, exit 1 like other unusable settings.
+TEST(CliRun, PrefillAttnBf16RunsOrGivesTheEnginesError) {
+  const std::vector<std::string> args{"run", "-m",     stories(), "-p",    "Once upon a time", "-n", "8", "-t",
+                                      "1",   "--temp", "0",       "--json"};
+  auto with = [&](const char* a) {
+    auto v = args;
+    v.insert(v.end(), {"--prefill-attn", a});
+    return v;
+  };
+  const auto exact = run_cli(with("exact"));
+  ASSERT_EQ(exact.rc, 0) << exact.err;
+  EXPECT_EQ(json::parse(exact.out)["prefill_attention"], "exact");
+  const auto r = run_cli(with("bf16"));
+  if (prefill_attention_supported(PrefillAttention::BF16)) {
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const json j = json::parse(r.out);
+    EXPECT_EQ(j["prefill_attention"], "bf16");
+    EXPECT_EQ(j["generated_token_ids"], json::parse(exact.out)["generated_token_ids"]);
+  } else {
+    EXPECT_EQ(r.rc, 1) << r.err;
+    EXPECT_EQ(r.out, "");
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find("prefill attention 'bf16'"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("AVX512-BF16"), std::string::npos) << r.err;
+  }
 }
 
 TEST(CliRun, StreamsTextWithoutJson) {

@@ -4,10 +4,13 @@
 // measure (stories260K; SmolLM2: test_runner_real.cpp, without reselect).
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "eval/runner.h"
 #include "eval/tasks.h"
 #include "eval_test_util.h"
 #include "runner_check.h"
+#include "support/synthetic_model.h"
 
 namespace snapkv::eval {
 namespace {
@@ -78,6 +81,39 @@ TEST(Runner, FidelityAgainstAReferenceOfAnotherKvType) {
   EXPECT_EQ(b[0].kv_cache_bytes, a[0].kv_cache_bytes);  // the measured caches are f16 in both runs
   // The f16 caches are the same in both runs: the compressed row's perplexity does not change.
   EXPECT_DOUBLE_EQ(b[1].fidelity.ppl, a[1].fidelity.ppl);
+}
+
+// --prefill-attn bf16: the fidelity reference stays exact. On a head_dim-32 model (the shapes the
+// BF16 kernel takes) a workspace with BF16 prefill attention gives the same reference perplexity,
+// bit for bit, as an exact one: its reference is prefilled and teacher-forced on its own in an
+// exact workspace; the measured caches (none included) are the BF16 ones. Until the BF16 kernel
+// lands, BF16 computes as exact and this holds trivially; it fails if the kernel is wired in as
+// the stub that throws.
+TEST(Runner, FidelityReferenceStaysExactUnderBf16PrefillAttention) {
+  if (!prefill_attention_supported(PrefillAttention::BF16)) GTEST_SKIP() << "this build has no AVX512-BF16";
+  auto e = load_synthetic_engine(small_q8_kv_config(), 2);
+  ASSERT_EQ(e->info().head_dim % 32, 0);
+  PromptFormat pf(*e, ChatMode::Off);
+  Generator g(pf);
+  const auto s = samples(g, {{"fidelity", 640, -1}}, 1).at(0);
+  const auto ps = presses({"none", "snapkv:budget=64,window=16"});
+  Workspace exact_ws(*e);
+  WorkspaceOptions wo;
+  wo.prefill_attention = PrefillAttention::BF16;
+  Workspace bf16_ws(*e, wo);
+  ASSERT_EQ(exact_ws.prefill_attention(), PrefillAttention::Exact);
+  ASSERT_EQ(bf16_ws.prefill_attention(), PrefillAttention::BF16);
+  const auto a = Runner(*e, exact_ws).run(s, ps, Protocol::Continuation);
+  const auto b = Runner(*e, bf16_ws).run(s, ps, Protocol::Continuation);
+  ASSERT_EQ(a.size(), 2u);
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(a[0].fidelity.kl, 0.0);  // exact against exact: the same cache
+  for (size_t k = 0; k < 2; ++k) {
+    EXPECT_GT(b[k].fidelity.n, 0) << b[k].press;
+    EXPECT_EQ(b[k].fidelity.ppl_full, a[k].fidelity.ppl_full) << b[k].press;  // the exact reference
+    EXPECT_TRUE(std::isfinite(b[k].fidelity.kl)) << b[k].press;
+    EXPECT_GE(b[k].fidelity.kl, 0.0) << b[k].press;
+  }
 }
 
 TEST(Runner, ProtocolMustFitTheSampleAndSkipDropsWork) {

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <string>
 
 #include "eval/report.h"
 #include "eval/suite.h"
@@ -153,6 +154,67 @@ TEST(Suite, RunsWritesAndResumes) {
   other = cfg;
   other.presses.push_back("knorm:budget=64,window=16");
   EXPECT_EQ(run_suite(other, d.string(), true).records, 10);
+  fs::remove_all(d);
+}
+
+// --prefill-attn: config.json records the run's prefill attention; --resume refuses a run with
+// another one, and reads a config.json written before the setting existed as exact.
+TEST(Suite, RecordsPrefillAttentionAndResumeChecksIt) {
+  const fs::path d = temp_dir("prefill_attn");
+  EvalConfig cfg;
+  cfg.model_path = (test::shared_dir() / "models" / "stories260K.gguf").string();
+  cfg.tasks = {"fidelity"};
+  cfg.lengths = {512};
+  cfg.presses = {"streamingllm:budget=64"};
+  cfg.samples = 1;
+  cfg.seed = 5;
+  cfg.chat = ChatMode::Off;
+  cfg.threads = 2;
+  EXPECT_EQ(cfg.prefill_attention, PrefillAttention::Exact);  // the default
+  const SuiteResult r = run_suite(cfg, d.string(), false);
+  EXPECT_EQ(r.records, 2);
+  const fs::path cp = d / "config.json";
+  auto read_config = [&] {
+    std::ifstream in(cp);
+    return nlohmann::json::parse(in);
+  };
+  auto write_config = [&](const nlohmann::json& j) { std::ofstream(cp, std::ios::trunc) << j.dump(2) << "\n"; };
+  nlohmann::json cj = read_config();
+  EXPECT_EQ(cj["prefill_attention"], "exact");
+  // A config.json of an earlier version (no prefill_attention) resumes as exact.
+  cj.erase("prefill_attention");
+  write_config(cj);
+  EXPECT_EQ(run_suite(cfg, d.string(), true).records, 0);
+  EXPECT_EQ(read_config()["prefill_attention"], "exact");  // rewritten with the field
+  // A run recorded as bf16 is not resumed with exact.
+  cj["prefill_attention"] = "bf16";
+  write_config(cj);
+  try {
+    (void)run_suite(cfg, d.string(), true);
+    ADD_FAILURE() << "resumed a bf16 run with exact prefill attention";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("prefill_attention"), std::string::npos) << e.what();
+  }
+  // Nor an exact run with bf16 (where this build runs bf16; elsewhere loading the engine fails).
+  cj["prefill_attention"] = "exact";
+  write_config(cj);
+  EvalConfig bf16 = cfg;
+  bf16.prefill_attention = PrefillAttention::BF16;
+  try {
+    (void)run_suite(bf16, d.string(), true);
+    ADD_FAILURE() << "resumed an exact run with bf16 prefill attention";
+  } catch (const Error& e) {
+    const std::string want = prefill_attention_supported(PrefillAttention::BF16) ? "prefill_attention" : "AVX512-BF16";
+    EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+  }
+  // A bf16 run (stories260K's head_dim 8 runs the exact kernel) records bf16.
+  if (prefill_attention_supported(PrefillAttention::BF16)) {
+    const fs::path d2 = temp_dir("prefill_attn_bf16");
+    EXPECT_EQ(run_suite(bf16, d2.string(), false).records, 2);
+    std::ifstream in(d2 / "config.json");
+    EXPECT_EQ(nlohmann::json::parse(in)["prefill_attention"], "bf16");
+    fs::remove_all(d2);
+  }
   fs::remove_all(d);
 }
 
