@@ -68,6 +68,7 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--budget", type=int, default=1024, help="SnapKV budget (tokens kept per KV head)")
     ap.add_argument("-r", "--reps", type=int, default=1, help="repetitions (medians of tok/s and TTFT)")
     ap.add_argument("--kv-type", choices=["f16", "f32", "q8_0"], default=None, help="KV cache type (default: the engine's)")
+    bl.add_prefill_attn_arg(ap)
     ap.add_argument("--bandwidth-gbs", type=float, default=None, help="read bandwidth in GB/s (default: measure)")
     ap.add_argument("--no-cap", action="store_true", help="do not cap prompt + n_gen at the training context")
     ap.add_argument("--timeout", type=float, default=3600, help="seconds per engine run")
@@ -193,6 +194,7 @@ def main() -> None:
                     args += ["--budget", a.budget]
                 if a.kv_type:
                     args += ["--kv-type", a.kv_type]
+                args += bl.prefill_attn_args(a)
                 reports = []
                 try:
                     for _ in range(a.reps):
@@ -229,7 +231,7 @@ def main() -> None:
 
     kv_types = sorted({x["reports"][0].get("kv_type", "?") for x in raw}) or ["?"]
     print(f"## SnapKV vs full cache: {a.threads} threads, {a.n_gen} generated tokens, KV {'/'.join(kv_types)}, "
-          f"median of {a.reps}\n")
+          f"prefill attention {bl.prefill_attn_name(a)}, median of {a.reps}\n")
     extra = {"snapkv binary": f"{a.snapkv} ({bl.snapkv_version(a.snapkv)})",
              "read bandwidth": f"{bw:.1f} GB/s ({'given' if a.bandwidth_gbs else 'numpy, measured'})"}
     print("\n".join(bl.header_lines(extra)) + "\n")

@@ -8,7 +8,7 @@ each of --reps repetitions. Reported: medians of prefill tokens/s, decode tokens
 time to first token, and the ratio snapkv / llama.cpp, as a Markdown table.
 
   snapkv:    build/snapkv run -m MODEL -f PROMPT -n N -t T --temp 0 --ignore-eos --json
-             -c CTX --kv-type KV --press none   (its JSON timings)
+             -c CTX --kv-type KV --press none [--prefill-attn A]   (its JSON timings)
   llama.cpp: llama-cpp-python (bench/llamacpp_worker.py), n_batch 2048 / n_ubatch 512
              (llama.cpp's defaults; --n-batch / --n-ubatch), flash attention off AND on
              (--flash-attn both, the default: two peers, the table compares against the
@@ -47,6 +47,7 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--kv-type", choices=["f16", "f32", "q8_0"], default="f16",
                     help="KV cache element type on both sides (q8_0: llama.cpp needs flash attention on for a "
                          "quantized V cache, so only its FA-on peer runs)")
+    bl.add_prefill_attn_arg(ap)
     ap.add_argument("--text", type=pathlib.Path, default=None, help="prompt source text (default GPL-3)")
     ap.add_argument("--llama-only", action="store_true", help="measure llama.cpp only (no snapkv binary needed)")
     ap.add_argument("--allow-token-mismatch", action="store_true", help="continue when the peers tokenize differently")
@@ -127,7 +128,8 @@ def main() -> None:
                             r = bl.run_snapkv(
                                 a.snapkv,
                                 ["-m", a.model, "-f", prompts[n]["file"], "-n", a.n_gen, "-t", a.threads, "--temp", "0",
-                                 "--ignore-eos", "-c", n_ctx, "--kv-type", a.kv_type, "--press", "none"],
+                                 "--ignore-eos", "-c", n_ctx, "--kv-type", a.kv_type, "--press", "none",
+                                 *bl.prefill_attn_args(a)],
                             )
                         else:
                             r = bl.run_llamacpp(
@@ -183,7 +185,7 @@ def main() -> None:
         rows.append(cells)
 
     print(f"## snapkv vs llama.cpp: {a.model.name}, {a.threads} threads, KV {a.kv_type}, {a.n_gen} generated tokens, "
-          f"median of {a.reps}; llama.cpp n_batch {a.n_batch}, n_ubatch {a.n_ubatch}\n")
+          f"median of {a.reps}; snapkv prefill attention {bl.prefill_attn_name(a)}; llama.cpp n_batch {a.n_batch}, n_ubatch {a.n_ubatch}\n")
     extra = {"llama-cpp-python": f"{vers['llama_cpp_python']} (ggml {vers['ggml_commit']})", "model": a.model.name}
     if not a.llama_only:
         extra["snapkv binary"] = f"{a.snapkv} ({bl.snapkv_version(a.snapkv)})"

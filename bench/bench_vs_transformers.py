@@ -10,7 +10,7 @@ snapkv / transformers, and whether snapkv's prefill reaches --goal (default 1.5)
 peer's on every row, as a Markdown table.
 
   snapkv:       build/snapkv run -m MODEL -f PROMPT -n N -t T --temp 0 --ignore-eos --json
-                -c CTX --kv-type KV --press none   (its JSON timings)
+                -c CTX --kv-type KV --press none [--prefill-attn A]   (its JSON timings)
   transformers: bench/transformers_worker.py: AutoModelForCausalLM.from_pretrained(dir,
                 gguf_file=NAME, dtype=torch.float32, attn_implementation="sdpa") (every
                 weight dequantized to f32), torch.set_num_threads(T),
@@ -62,6 +62,7 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("-n", "--n-gen", type=int, default=128, help="generated tokens per run")
     ap.add_argument("-r", "--reps", type=int, default=3, help="repetitions per peer; medians are reported")
     ap.add_argument("--kv-type", choices=["f16", "f32", "q8_0"], default="f16", help="snapkv's KV cache element type")
+    bl.add_prefill_attn_arg(ap)
     ap.add_argument("--text", type=pathlib.Path, default=None, help="prompt source text (default GPL-3)")
     ap.add_argument("--goal", type=float, default=1.5, help="prefill ratio snapkv / transformers to reach on every row")
     ap.add_argument("--no-warmup", action="store_true", help="no untimed warm-up forward in the transformers worker")
@@ -120,7 +121,8 @@ def measure(a: argparse.Namespace, peer: str, n: int, prompt: dict) -> dict:
                 r = bl.run_snapkv(
                     a.snapkv,
                     ["-m", a.model, "-f", prompt["file"], "-n", a.n_gen, "-t", a.threads, "--temp", "0",
-                     "--ignore-eos", "-c", n + a.n_gen, "--kv-type", a.kv_type, "--press", "none"],
+                     "--ignore-eos", "-c", n + a.n_gen, "--kv-type", a.kv_type, "--press", "none",
+                     *bl.prefill_attn_args(a)],
                 )
             else:
                 r = run_transformers({"model": str(a.model), "token_ids": prompt["ids"], "n_gen": a.n_gen,
@@ -155,7 +157,7 @@ def report(a: argparse.Namespace, lengths: list[int], raw: dict[int, dict[str, l
 
     info = raw[lengths[0]]["transformers"][0]
     print(f"## snapkv vs transformers: {a.model.name}, {a.threads} threads, {a.n_gen} generated tokens, median of "
-          f"{a.reps}; snapkv KV {a.kv_type}, transformers f32 weights + KV, SDPA\n")
+          f"{a.reps}; snapkv KV {a.kv_type}, prefill attention {bl.prefill_attn_name(a)}, transformers f32 weights + KV, SDPA\n")
     extra = {
         "snapkv binary": f"{a.snapkv} ({bl.snapkv_version(a.snapkv)})",
         "torch": f"{info['torch']} ({info['torch_threads']} intra-op threads, 1 inter-op)",

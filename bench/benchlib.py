@@ -301,6 +301,23 @@ def wait_quiet(max_share: float, timeout_s: float, window_s: float = 3.0) -> flo
             return share
 
 
+def add_prefill_attn_arg(ap: argparse.ArgumentParser) -> None:
+    """--prefill-attn exact|bf16: snapkv's prefill attention arithmetic (`snapkv run --prefill-attn`).
+    Not given: the flag is not passed (the binary's default, exact), so older binaries still run."""
+    ap.add_argument("--prefill-attn", choices=["exact", "bf16"], default=None,
+                    help="snapkv's prefill attention arithmetic (default: the binary's, exact; bf16 needs AVX512-BF16)")
+
+
+def prefill_attn_args(a: argparse.Namespace) -> list[str]:
+    """The `snapkv run` arguments of --prefill-attn (none when it was not given)."""
+    return ["--prefill-attn", a.prefill_attn] if a.prefill_attn else []
+
+
+def prefill_attn_name(a: argparse.Namespace) -> str:
+    """--prefill-attn as it runs: the value given, else exact (the binary's default)."""
+    return a.prefill_attn or "exact"
+
+
 class RunError(RuntimeError):
     """A `snapkv run` that failed (non-zero exit, timeout or no JSON report)."""
 
