@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <span>
 
 #include "attention/decode.h"
@@ -14,13 +15,19 @@
 
 namespace snapkv {
 
-bool prefill_attention_supported(PrefillAttention a) { return a == PrefillAttention::Exact || attn::kHaveBF16Prefill; }
+bool prefill_attention_supported(PrefillAttention a) {
+  if (a == PrefillAttention::Exact) return true;
+  // BF16: compiled in, and the CPU running this has it (a binary built elsewhere may not).
+  return a == PrefillAttention::BF16 && attn::kHaveBF16Prefill && attn::cpu_has_bf16();
+}
 
 AttentionWorkspace::AttentionWorkspace(const AttentionParams& shape, int64_t max_queries, PrefillAttention prefill)
     : max_queries_(max_queries), prefill_(prefill) {
+  if (prefill != PrefillAttention::Exact && prefill != PrefillAttention::BF16)
+    throw Error(fmt::format("attention: unknown prefill attention {}", static_cast<int>(prefill)));
   if (!prefill_attention_supported(prefill))
     throw Error(
-        fmt::format("attention: prefill attention '{}' needs a CPU and build with AVX512-BF16; this build "
+        fmt::format("attention: prefill attention '{}' needs a CPU and build with AVX512-BF16; this build or CPU "
                     "lacks it (use 'exact')",
                     prefill_attention_name(prefill)));
   if (shape.n_head < 1 || shape.n_head_kv < 1 || shape.head_dim < 1 || shape.n_head % shape.n_head_kv != 0)
@@ -66,9 +73,12 @@ void attention(const AttentionParams& p, const float* q, const int32_t* q_pos, i
 
   const auto threads = static_cast<size_t>(n_threads);
   if (ws.prefill_ == PrefillAttention::BF16 && attn::bf16_prefill_shape(p)) {
-    const size_t tf = attn::prefill_bf16_thread_floats(p);
-    if (ws.bf16_thread_.size() < threads * tf) ws.bf16_thread_.resize(threads * tf);
-    attn::attention_prefill_bf16(p, q, q_pos, n_q, cache, out, ws.bf16_thread_.data(), n_threads);
+    const size_t tf = attn::prefill_bf16_thread_floats(p);  // a multiple of 16 floats (64 bytes)
+    if (ws.bf16_thread_.size() < threads * tf + 16) ws.bf16_thread_.resize(threads * tf + 16);
+    // 64-byte aligned thread buffers: every vector load and store of the kernel stays in one line.
+    float* base = ws.bf16_thread_.data();
+    base += (16 - (reinterpret_cast<uintptr_t>(base) / sizeof(float)) % 16) % 16;
+    attn::attention_prefill_bf16(p, q, q_pos, n_q, cache, out, base, n_threads);
     return;
   }
 

@@ -72,15 +72,10 @@ void attention_prefill(const AttentionParams& p, const float* q, const int32_t* 
 
     const KVHeadCache& hc = cache.heads[static_cast<size_t>(g)];
     const int32_t* P = hc.pos_data();
-    int64_t qmin = q_pos[t0], qmax = q_pos[t0];
-    for (int64_t t = t0; t < t1; ++t) {
-      qmin = std::min<int64_t>(qmin, q_pos[t]);
-      qmax = std::max<int64_t>(qmax, q_pos[t]);
-    }
-    const int64_t j_end = upper_index(P, hc.size(), qmax);
     // Key blocks start at multiples of kKeyBlock whatever the query block, so every query sees
     // the same blocks in the same order: results do not depend on how a prompt is chunked.
-    const int64_t j_begin = p.window > 0 ? lower_index(P, j_end, qmin - p.window + 1) / kKeyBlock * kKeyBlock : 0;
+    const KeyRange kr = prefill_key_range(P, hc.size(), q_pos, t0, t1, p.window, kKeyBlock);
+    const int64_t j_begin = kr.begin, j_end = kr.end;
 
     std::fill(acc, acc + static_cast<size_t>(nrows) * hd, 0.0f);
     std::fill(m, m + nrows, kNegInf);

@@ -263,13 +263,8 @@ void attention_prefill_bf16(const AttentionParams& p, const float* q, const int3
 
     const KVHeadCache& hc = cache.heads[static_cast<size_t>(g)];
     const int32_t* P = hc.pos_data();
-    int64_t qmin = q_pos[t0], qmax = q_pos[t0];
-    for (int64_t t = t0; t < t1; ++t) {
-      qmin = std::min<int64_t>(qmin, q_pos[t]);
-      qmax = std::max<int64_t>(qmax, q_pos[t]);
-    }
-    const int64_t j_end = upper_index(P, hc.size(), qmax);
-    const int64_t j_begin = p.window > 0 ? lower_index(P, j_end, qmin - p.window + 1) / kKB * kKB : 0;
+    const KeyRange kr = prefill_key_range(P, hc.size(), q_pos, t0, t1, p.window, kKB);
+    const int64_t j_begin = kr.begin, j_end = kr.end, qmin = kr.qmin, qmax = kr.qmax;
     const __m512 neg_inf = _mm512_set1_ps(kNegInf);
     const __m512i window = _mm512_set1_epi32(p.window);
 
@@ -341,14 +336,18 @@ void attention_prefill_bf16(const AttentionParams& p, const float* q, const int3
           const __m512 e1 = j + 1 < nk
                                 ? exp16(_mm512_sub_ps(_mm512_loadu_ps(Sc + static_cast<size_t>(j + 1) * R), m_use))
                                 : _mm512_setzero_ps();
-          sum = _mm512_add_ps(sum, _mm512_add_ps(e0, e1));
           // Interleave: word r = (bf16 e0[r], bf16 e1[r]).
           const __m512i pr = bf16x32(e0, e1);  // e0 in elements 0-15, e1 in 16-31
           alignas(64) static constexpr uint16_t kMix[32] = {0,  16, 1,  17, 2,  18, 3,  19, 4,  20, 5,
                                                             21, 6,  22, 7,  23, 8,  24, 9,  25, 10, 26,
                                                             11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
-          _mm512_storeu_si512(W + static_cast<size_t>(j2) * R + static_cast<size_t>(c) * kLanes,
-                              _mm512_permutexvar_epi16(_mm512_load_si512(kMix), pr));
+          const __m512i w = _mm512_permutexvar_epi16(_mm512_load_si512(kMix), pr);
+          _mm512_storeu_si512(W + static_cast<size_t>(j2) * R + static_cast<size_t>(c) * kLanes, w);
+          // The normalizer sums the probabilities as rounded (the weights P V uses): the output is
+          // then a true weighted average of the values. bf16 e0 = w << 16, bf16 e1 = w & 0xFFFF0000.
+          const __m512 r0 = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, w, 16));
+          const __m512 r1 = _mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32(-65536)));
+          sum = _mm512_add_ps(sum, _mm512_add_ps(r0, r1));
         }
         _mm512_storeu_ps(l + c * kLanes, sum);
         _mm512_storeu_ps(m + c * kLanes, m_new);

@@ -5,14 +5,21 @@
 #include <cstdint>
 
 #include "attention/attention.h"
+#include "attention/simd.h"
 
 namespace snapkv::attn {
 
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512BF16__)
+#if SNAPKV_ATTN_AVX512 && defined(__AVX512BW__) && defined(__AVX512BF16__)
 #define SNAPKV_ATTN_BF16 1
 inline constexpr bool kHaveBF16Prefill = true;
+/// Whether the CPU running this process executes AVX512-BF16 (checked once).
+inline bool cpu_has_bf16() {
+  static const bool has = __builtin_cpu_supports("avx512bf16");
+  return has;
+}
 #else
 inline constexpr bool kHaveBF16Prefill = false;
+inline bool cpu_has_bf16() { return false; }
 #endif
 
 /// Whether the BF16 kernel takes calls of shape p (head_dim a multiple of 32, built with AVX512-BF16).
@@ -24,8 +31,8 @@ size_t prefill_bf16_thread_floats(const AttentionParams& p);
 /// Attention of n_q > 1 queries (f32, unrounded; layout of snapkv::attention) over any cache type
 /// with bfloat16 dot products: blocks of up to 128 query rows (one KV head's
 /// G query heads x a run of tokens) x 64 keys, online softmax. Per row: s_j = bf16(scale q) .
-/// bf16(k_j) (f32 sums of vdpbf16ps pairs), p_j = e^(s_j - m) with the running max m,
-/// out = sum_j bf16(p_j) bf16(v_j) / sum_j p_j. Results do not depend on the thread count or on
+/// bf16(k_j) (f32 sums of vdpbf16ps pairs), p_j = bf16(e^(s_j - m)) with the running max m,
+/// out = sum_j p_j bf16(v_j) / sum_j p_j. Results do not depend on the thread count or on
 /// how a prompt is split into chunks. scratch: [n_threads][prefill_bf16_thread_floats(p)].
 /// Precondition: bf16_prefill_shape(p).
 void attention_prefill_bf16(const AttentionParams& p, const float* q, const int32_t* q_pos, int64_t n_q,

@@ -33,6 +33,11 @@ Workspace::Impl::Impl(std::shared_ptr<const Model> mp, int n_threads, int64_t ro
 Workspace::Workspace(const Engine& engine, const WorkspaceOptions& opt) {
   if (opt.n_threads < 0 || opt.n_threads > 4096)
     throw Error(fmt::format("workspace: thread count {} must be in [0, 4096] (0: the engine's)", opt.n_threads));
+  if (opt.prefill_attention && !prefill_attention_supported(*opt.prefill_attention))
+    throw Error(
+        fmt::format("workspace: prefill attention {} is unknown or not supported by this build and CPU "
+                    "(bf16 needs AVX512-BF16)",
+                    static_cast<int>(*opt.prefill_attention)));
   impl_ = std::make_unique<Impl>(engine.model_ptr(), opt.n_threads == 0 ? engine.n_threads() : opt.n_threads,
                                  opt.max_rows, opt.prefill_attention.value_or(engine.prefill_attention()));
 }
