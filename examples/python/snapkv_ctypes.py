@@ -77,6 +77,7 @@ _SIGNATURES = {
     "snapkv_version": (ctypes.c_char_p, []),
     "snapkv_last_error": (ctypes.c_char_p, []),
     "snapkv_engine_load": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_int32, ctypes.POINTER(_P)]),
+    "snapkv_engine_load_ex": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_int32, ctypes.c_int, ctypes.POINTER(_P)]),
     "snapkv_engine_free": (None, [_P]),
     "snapkv_engine_info": (ctypes.c_int, [_P, ctypes.POINTER(ModelInfo)]),
     "snapkv_tokenize": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, _I32P,
@@ -151,10 +152,15 @@ class Generation:
 class Engine:
     """A loaded model (snapkv_engine). Safe to share between threads."""
 
-    def __init__(self, path: str, n_threads: int = 0, lib: Optional[str] = None):
+    def __init__(self, path: str, n_threads: int = 0, lib: Optional[str] = None, prefill_attention: str = "exact"):
+        """prefill_attention: "exact" (default) or "bf16" (AVX512-BF16 CPUs; see snapkv_c.h)."""
         self.lib = load_library(lib)
+        modes = {"exact": 0, "bf16": 1}
+        if prefill_attention not in modes:
+            raise ValueError(f"prefill_attention must be one of {sorted(modes)}, not {prefill_attention!r}")
         h = _P()
-        _check(self.lib, self.lib.snapkv_engine_load(os.fsencode(path), n_threads, ctypes.byref(h)))
+        _check(self.lib, self.lib.snapkv_engine_load_ex(os.fsencode(path), n_threads, modes[prefill_attention],
+                                                        ctypes.byref(h)))
         self._h = h
         info = ModelInfo()
         _check(self.lib, self.lib.snapkv_engine_info(self._h, ctypes.byref(info)))

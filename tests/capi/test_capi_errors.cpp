@@ -33,6 +33,34 @@ TEST(CApi, VersionAndNames) {
   EXPECT_NE(snapkv_last_error(), nullptr);
 }
 
+TEST(CApi, PrefillAttentionChoice) {
+  snapkv_engine* e = nullptr;
+  const snapkv_status bad = SNAPKV_ERR_INVALID_ARGUMENT;
+  EXPECT_EQ(snapkv_prefill_attention_supported(SNAPKV_PREFILL_EXACT), 1);
+  EXPECT_EQ(snapkv_prefill_attention_supported(c_enum<snapkv_prefill_attention>(7)), 0);
+  expect_error(snapkv_engine_load_ex(nullptr, 0, SNAPKV_PREFILL_EXACT, &e), bad, "snapkv_engine_load_ex",
+               "path is NULL");
+  expect_error(snapkv_engine_load_ex(stories_path().c_str(), 0, c_enum<snapkv_prefill_attention>(7), &e), bad,
+               "snapkv_engine_load_ex", "is unknown");
+  expect_error(snapkv_engine_load_ex(stories_path().c_str(), -1, SNAPKV_PREFILL_EXACT, &e), bad,
+               "snapkv_engine_load_ex", "n_threads");
+  EXPECT_EQ(e, nullptr);
+  const int32_t bf16 = snapkv_prefill_attention_supported(SNAPKV_PREFILL_BF16);
+  ASSERT_TRUE(bf16 == 0 || bf16 == 1);
+  if (bf16 == 0) {
+    expect_error(snapkv_engine_load_ex(stories_path().c_str(), 1, SNAPKV_PREFILL_BF16, &e), bad,
+                 "snapkv_engine_load_ex", "AVX512-BF16");
+    return;
+  }
+  // Loads; stories260K's head_dim (8) runs the exact kernel, so generation works as with exact.
+  ASSERT_EQ(snapkv_engine_load_ex(stories_path().c_str(), 1, SNAPKV_PREFILL_BF16, &e), SNAPKV_OK)
+      << snapkv_last_error();
+  snapkv_model_info info;
+  EXPECT_EQ(snapkv_engine_info(e, &info), SNAPKV_OK);
+  EXPECT_EQ(info.n_threads, 1);
+  snapkv_engine_free(e);
+}
+
 TEST(CApi, NullHandlesAndPointers) {
   const snapkv_status bad = SNAPKV_ERR_INVALID_ARGUMENT;
   snapkv_engine* e = nullptr;
