@@ -51,11 +51,57 @@ snapkv_status copy_text(const char* fn, const std::string& bytes, char* buf, siz
 
 }  // namespace
 
+namespace {
+
+// Helpers of snapkv_engine_load(_ex) (C++ linkage: outside the extern "C" block).
+
+std::optional<snapkv::PrefillAttention> prefill_attention_of(snapkv_prefill_attention a) {
+  switch (a) {
+    case SNAPKV_PREFILL_EXACT:
+      return snapkv::PrefillAttention::Exact;
+    case SNAPKV_PREFILL_BF16:
+      return snapkv::PrefillAttention::BF16;
+  }
+  return std::nullopt;
+}
+
+snapkv_status engine_load(const char* fn, const char* path, int32_t n_threads, snapkv_prefill_attention prefill,
+                          snapkv_engine** out) {
+  if (out == nullptr) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "out is NULL");
+  if (path == nullptr) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "path is NULL");
+  if (n_threads < 0 || n_threads > 4096)
+    return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn,
+                "n_threads " + std::to_string(n_threads) + " must be in [0, 4096] (0: all cores)");
+  const auto pa = prefill_attention_of(prefill);
+  if (!pa)
+    return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn,
+                "prefill_attention " + std::to_string(static_cast<int>(prefill)) + " is unknown");
+  if (!snapkv::prefill_attention_supported(*pa))
+    return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn,
+                std::string("prefill_attention ") + snapkv::prefill_attention_name(*pa) +
+                    " is not supported by this library and CPU (it needs AVX512-BF16)");
+  return guarded(fn, SNAPKV_ERR_IO, [&] {
+    snapkv::EngineOptions opt;
+    opt.n_threads = n_threads;
+    opt.prefill_attention = *pa;
+    auto core = std::make_shared<snapkv::capi::EngineCore>();
+    core->engine = snapkv::Engine::load(path, opt);
+    auto h = std::make_unique<snapkv_engine>();
+    h->core = std::move(core);
+    *out = h.release();
+    return SNAPKV_OK;
+  });
+}
+
+}  // namespace
+
 }  // namespace snapkv::capi
 
 using snapkv::capi::copy_text;
+using snapkv::capi::engine_load;
 using snapkv::capi::fail;
 using snapkv::capi::guarded;
+using snapkv::capi::prefill_attention_of;
 using snapkv::capi::tokenizer_of;
 using snapkv::capi::valid;
 
@@ -100,48 +146,6 @@ const char* snapkv_stop_reason_name(snapkv_stop_reason reason) noexcept {
 }
 
 const char* snapkv_last_error(void) noexcept { return snapkv::capi::t_last_error.c_str(); }
-
-namespace {
-
-std::optional<snapkv::PrefillAttention> prefill_attention_of(snapkv_prefill_attention a) {
-  switch (a) {
-    case SNAPKV_PREFILL_EXACT:
-      return snapkv::PrefillAttention::Exact;
-    case SNAPKV_PREFILL_BF16:
-      return snapkv::PrefillAttention::BF16;
-  }
-  return std::nullopt;
-}
-
-snapkv_status engine_load(const char* fn, const char* path, int32_t n_threads, snapkv_prefill_attention prefill,
-                          snapkv_engine** out) {
-  if (out == nullptr) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "out is NULL");
-  if (path == nullptr) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "path is NULL");
-  if (n_threads < 0 || n_threads > 4096)
-    return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn,
-                "n_threads " + std::to_string(n_threads) + " must be in [0, 4096] (0: all cores)");
-  const auto pa = prefill_attention_of(prefill);
-  if (!pa)
-    return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn,
-                "prefill_attention " + std::to_string(static_cast<int>(prefill)) + " is unknown");
-  if (!snapkv::prefill_attention_supported(*pa))
-    return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn,
-                std::string("prefill_attention ") + snapkv::prefill_attention_name(*pa) +
-                    " is not supported by this library and CPU (it needs AVX512-BF16)");
-  return guarded(fn, SNAPKV_ERR_IO, [&] {
-    snapkv::EngineOptions opt;
-    opt.n_threads = n_threads;
-    opt.prefill_attention = *pa;
-    auto core = std::make_shared<snapkv::capi::EngineCore>();
-    core->engine = snapkv::Engine::load(path, opt);
-    auto h = std::make_unique<snapkv_engine>();
-    h->core = std::move(core);
-    *out = h.release();
-    return SNAPKV_OK;
-  });
-}
-
-}  // namespace
 
 snapkv_status snapkv_engine_load(const char* path, int32_t n_threads, snapkv_engine** out) noexcept {
   return engine_load("snapkv_engine_load", path, n_threads, SNAPKV_PREFILL_EXACT, out);
