@@ -18,6 +18,9 @@ void rope_cos_sin(const RopeParams& p, int32_t pos, float* cs) {
   }
 }
 
+// The rotation is written with explicit fma: left to -ffp-contract, the compiler fused the two products
+// differently in its vectorised and scalar (alias-check fallback) copies of these loops, so a row's result
+// depended on where its buffer lay in memory (1 ulp), and so did "batched equals alone".
 void rope_apply(const RopeParams& p, const float* cs, float* x, int n_heads) {
   const int half = p.n_rot / 2;
   for (int h = 0; h < n_heads; ++h) {
@@ -26,15 +29,15 @@ void rope_apply(const RopeParams& p, const float* cs, float* x, int n_heads) {
       for (int i0 = 0; i0 < p.n_rot; i0 += 2) {
         const float c = cs[i0], s = cs[i0 + 1];
         const float x0 = v[i0], x1 = v[i0 + 1];
-        v[i0] = x0 * c - x1 * s;
-        v[i0 + 1] = x0 * s + x1 * c;
+        v[i0] = std::fma(x0, c, -(x1 * s));
+        v[i0 + 1] = std::fma(x0, s, x1 * c);
       }
     } else {
       for (int i = 0; i < half; ++i) {
         const float c = cs[2 * i], s = cs[2 * i + 1];
         const float x0 = v[i], x1 = v[i + half];
-        v[i] = x0 * c - x1 * s;
-        v[i + half] = x0 * s + x1 * c;
+        v[i] = std::fma(x0, c, -(x1 * s));
+        v[i + half] = std::fma(x0, s, x1 * c);
       }
     }
   }
