@@ -25,6 +25,9 @@ using attn::kNegInf;
 constexpr int kKeyBlock = DecodeWorkspace::kKeyBlock;
 constexpr int kMaxSplits = DecodeWorkspace::kMaxSplits;
 
+// Q8_0 caches need a dequantized key block per thread unless the AVX-512 tiles dequantize in registers.
+constexpr bool kQ8Tiles = !SNAPKV_ATTN_AVX512;
+
 // Below ~256K multiply-adds (K.Q) a parallel region costs more than it saves.
 constexpr int64_t kParallelMinWork = int64_t{1} << 18;
 
@@ -37,17 +40,17 @@ void check_shape(const AttentionParams& s) {
 /// One task: the G query heads of KV head g of one row over the keys [j0, j1) of `hc`, as split
 /// `split`. q: the row's queries [n_head][hd]; part: the row's partials [n_head][kMaxSplits][hd + 2].
 /// Every head's slot ends as (a_s [hd], m_s, l_s); m_s = -inf and l_s = 0 when no key was seen.
-/// A Q8_0 cache runs with T = float: each key block's K and V rows are dequantized into `tile`
-/// ([2][kKeyBlock][hd] floats; null for F16 / F32 caches, which are read in place).
+/// A Q8_0 cache runs with T = float on the values dequantize_q8_0_row() gives: with AVX-512 the
+/// tiles dequantize in registers (attn::Q8Rows); otherwise each key block's K and V rows are
+/// dequantized into `tile` ([2][kKeyBlock][hd] floats; null for F16 / F32 caches, read in place).
 template <typename T>
 void run_split(const AttentionParams& p, const float* q, const KVHeadCache& hc, int g, int64_t j0, int64_t j1,
                int split, bool exact, float* part, float* tile) {
   const int G = p.n_head / p.n_head_kv;
   const int hd = p.head_dim;
   const size_t slot = static_cast<size_t>(hd) + 2;
-  const T* K = static_cast<const T*>(hc.k_data());
-  const T* V = static_cast<const T*>(hc.v_data());
-  const size_t q8_row = tile != nullptr ? kv_row_bytes(KVType::Q8_0, hd) : 0;  // throws for hd % 32 != 0
+  const bool q8 = hc.type() == KVType::Q8_0;
+  const size_t q8_row = q8 ? kv_row_bytes(KVType::Q8_0, hd) : 0;  // throws for hd % 32 != 0
   auto slot_of = [&](int hh) { return part + (static_cast<size_t>(g * G + hh) * kMaxSplits + split) * slot; };
   for (int hh = 0; hh < G; ++hh) {
     float* a = slot_of(hh);
@@ -58,54 +61,70 @@ void run_split(const AttentionParams& p, const float* q, const KVHeadCache& hc, 
   alignas(64) float S[attn::kHeadTile * kKeyBlock];  // scores, then e^(s - m), of one head tile
   const float* qh[attn::kHeadTile];
   float* acc[attn::kHeadTile];
-  for (int64_t kb = j0; kb < j1; kb += kKeyBlock) {
-    const int nk = static_cast<int>(std::min<int64_t>(kKeyBlock, j1 - kb));
-    const T* Kb;
-    const T* Vb;
-    if constexpr (std::is_same_v<T, float>) {
-      if (tile != nullptr) {
-        const size_t off = static_cast<size_t>(kb) * q8_row;
-        dequantize_q8_0_rows(static_cast<const uint8_t*>(hc.k_data()) + off, tile, nk, hd);
-        dequantize_q8_0_rows(static_cast<const uint8_t*>(hc.v_data()) + off, tile + kKeyBlock * hd, nk, hd);
-        Kb = tile;
-        Vb = tile + kKeyBlock * hd;
-      } else {
-        Kb = K + kb * hd;
-        Vb = V + kb * hd;
+  // The online-softmax update of the nh heads of a tile from their scores S (then e^(s - m')).
+  auto softmax = [&](int nh, int nk) {
+    for (int t = 0; t < nh; ++t) {
+      float* Sr = S + t * kKeyBlock;
+      float& m = acc[t][hd];
+      float& l = acc[t][hd + 1];
+      const float bm = attn::row_max(Sr, nk);
+      if (bm == kNegInf) {  // every score -inf: nothing to add
+        std::fill(Sr, Sr + nk, 0.0f);
+        continue;
       }
-    } else {
-      Kb = K + kb * hd;
-      Vb = V + kb * hd;
+      const float m_new = std::max(m, bm);
+      double lsum = l;
+      if (m != kNegInf && m_new > m) {  // a new maximum: rescale what was accumulated
+        const float corr = std::exp(m - m_new);
+        lsum *= static_cast<double>(corr);
+        attn::scale_f32(acc[t], corr, hd);
+      }
+      lsum += attn::exp_sum_block(Sr, nk, m_new);
+      m = m_new;
+      l = static_cast<float>(lsum);
     }
+  };
+  // The block's head tiles: scores(nh, S), the softmax update, then pv(nh) adds e^(s - m') V.
+  auto block = [&](int nk, auto&& scores, auto&& pv) {
     for (int h0 = 0; h0 < G; h0 += attn::kHeadTile) {
       const int nh = std::min(attn::kHeadTile, G - h0);
       for (int t = 0; t < nh; ++t) {
         qh[t] = q + static_cast<size_t>(g * G + h0 + t) * hd;
         acc[t] = slot_of(h0 + t);
       }
-      attn::scores_block(qh, nh, Kb, nk, hd, p.scale, exact, S, kKeyBlock);
-      for (int t = 0; t < nh; ++t) {
-        float* Sr = S + t * kKeyBlock;
-        float& m = acc[t][hd];
-        float& l = acc[t][hd + 1];
-        const float bm = attn::row_max(Sr, nk);
-        if (bm == kNegInf) {  // every score -inf: nothing to add
-          std::fill(Sr, Sr + nk, 0.0f);
-          continue;
-        }
-        const float m_new = std::max(m, bm);
-        double lsum = l;
-        if (m != kNegInf && m_new > m) {  // a new maximum: rescale what was accumulated
-          const float corr = std::exp(m - m_new);
-          lsum *= static_cast<double>(corr);
-          attn::scale_f32(acc[t], corr, hd);
-        }
-        lsum += attn::exp_sum_block(Sr, nk, m_new);
-        m = m_new;
-        l = static_cast<float>(lsum);
-      }
-      attn::pv_block(S, kKeyBlock, nh, Vb, nk, hd, acc);
+      scores(nh);
+      softmax(nh, nk);
+      pv(nh);
     }
+  };
+  for (int64_t kb = j0; kb < j1; kb += kKeyBlock) {
+    const int nk = static_cast<int>(std::min<int64_t>(kKeyBlock, j1 - kb));
+    const T* Kb = nullptr;
+    const T* Vb = nullptr;
+    if (!q8) {
+      Kb = static_cast<const T*>(hc.k_data()) + kb * hd;
+      Vb = static_cast<const T*>(hc.v_data()) + kb * hd;
+    } else if constexpr (std::is_same_v<T, float>) {
+      const size_t off = static_cast<size_t>(kb) * q8_row;
+      const auto* Kq = static_cast<const uint8_t*>(hc.k_data()) + off;
+      const auto* Vq = static_cast<const uint8_t*>(hc.v_data()) + off;
+#if SNAPKV_ATTN_AVX512
+      if (tile == nullptr) {
+        const attn::Q8Rows Kr{Kq, q8_row}, Vr{Vq, q8_row};
+        block(
+            nk, [&](int nh) { attn::scores_rows(qh, nh, Kr, nk, hd, p.scale, S, kKeyBlock); },
+            [&](int nh) { attn::pv_rows(S, kKeyBlock, nh, Vr, nk, hd, acc); });
+        continue;
+      }
+#endif
+      dequantize_q8_0_rows(Kq, tile, nk, hd);
+      dequantize_q8_0_rows(Vq, tile + kKeyBlock * hd, nk, hd);
+      Kb = tile;
+      Vb = tile + kKeyBlock * hd;
+    }
+    block(
+        nk, [&](int nh) { attn::scores_block(qh, nh, Kb, nk, hd, p.scale, exact, S, kKeyBlock); },
+        [&](int nh) { attn::pv_block(S, kKeyBlock, nh, Vb, nk, hd, acc); });
   }
 }
 
@@ -208,7 +227,7 @@ void attention_decode(const AttentionParams& p, std::span<const DecodeQuery> row
   const size_t row_part = static_cast<size_t>(p.n_head) * kMaxSplits * slot;
   const float* q16 = ws.q16_.data();
   const size_t tile_floats = 2 * static_cast<size_t>(kKeyBlock) * static_cast<size_t>(hd);
-  if (any_q8 && ws.q8_tile_.size() < static_cast<size_t>(n_threads) * tile_floats)
+  if (kQ8Tiles && any_q8 && ws.q8_tile_.size() < static_cast<size_t>(n_threads) * tile_floats)
     ws.q8_tile_.resize(static_cast<size_t>(n_threads) * tile_floats);  // before the parallel region
   float* q8_tiles = ws.q8_tile_.data();
 
@@ -229,7 +248,7 @@ void attention_decode(const AttentionParams& p, std::span<const DecodeQuery> row
         run_split<uint16_t>(p, q16 + static_cast<size_t>(r) * row_q, hc, g, j0, j1, split, hd < attn::kExactDotBelow,
                             part, nullptr);
       } else if (hc.type() == KVType::Q8_0) {
-        float* tile = q8_tiles + static_cast<size_t>(omp_get_thread_num()) * tile_floats;
+        float* tile = kQ8Tiles ? q8_tiles + static_cast<size_t>(omp_get_thread_num()) * tile_floats : nullptr;
         run_split<float>(p, rows[static_cast<size_t>(r)].q, hc, g, j0, j1, split, false, part, tile);
       } else {
         run_split<float>(p, rows[static_cast<size_t>(r)].q, hc, g, j0, j1, split, false, part, nullptr);

@@ -20,8 +20,9 @@
 // With an F16 cache the query is rounded to F16 first and the scores use the dot helpers of the
 // non-flash path (double-summed below kExactDotBelow): ggml's rounding of K.Q. The probabilities
 // are not rounded to F16 (ggml's non-flash path rounds the normalized ones, which split-K cannot
-// know before the end). A Q8_0 cache is read a key block at a time, dequantized into f32 and
-// then treated exactly as an F32 cache holding those values (f32 query, no rounding). V sums accumulate in f32; each
+// know before the end). A Q8_0 cache is treated exactly as an F32 cache holding its dequantized
+// values (f32 query, no rounding); AVX-512 tiles dequantize in registers, other builds a key block
+// at a time into a per-thread tile. V sums accumulate in f32; each
 // block's exponentials are summed in double, the running sum l is kept in f32, and the splits are combined in double.
 #pragma once
 
@@ -44,10 +45,10 @@ struct DecodeQuery {
 };
 
 /// Scratch of attention_decode() for up to max_rows rows, allocated once. Its size depends on the
-/// shape and max_rows only, never on the cache lengths (see bytes_for), except for Q8_0 caches:
-/// they also use one dequantized key block per thread (n_threads x 2 x kKeyBlock x head_dim
-/// floats), allocated by the first call with Q8_0 rows and that many threads, before its parallel
-/// region, and kept. One call at a time.
+/// shape and max_rows only, never on the cache lengths (see bytes_for), except for Q8_0 caches in
+/// builds without AVX-512 (which dequantize in registers): they also use one dequantized key block
+/// per thread (n_threads x 2 x kKeyBlock x head_dim floats), allocated by the first call with Q8_0
+/// rows and that many threads, before its parallel region, and kept. One call at a time.
 class DecodeWorkspace {
  public:
   static constexpr int kKeyBlock = 64;           ///< keys per online-softmax block; split boundaries are multiples

@@ -13,9 +13,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "attention/simd.h"
 #include "attention/softmax_simd.h"
+#include "core/fp16.h"
+#include "snapkv/kv_type.h"
 
 namespace snapkv::attn {
 
@@ -83,18 +86,66 @@ inline __m512 load8z(const uint16_t* x) {
   return _mm512_maskz_cvtph_ps(0x00FF, _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x))));
 }
 
+/// Row accessors of the AVX-512 tiles: element d.. of row j as f32 lanes.
+/// DenseRows: rows of hd elements of T (float or IEEE half), contiguous.
+template <typename T>
+struct DenseRows {
+  const T* p;
+  int hd;
+  const T* at(int j, int d) const { return p + static_cast<size_t>(j) * static_cast<size_t>(hd) + d; }
+  __m512 load16(int j, int d) const { return attn::load16(at(j, d)); }
+  __m512 load8z(int j, int d) const { return attn::load8z(at(j, d)); }
+  __m256 load8(int j, int d) const { return attn::load8(at(j, d)); }
+  DenseRows from(int j) const { return {at(j, 0), hd}; }
+};
+
+/// Q8Rows: ggml Q8_0 rows of rb bytes (per 32 elements an f16 scale s and 32 int8 q; d % 8 == 0).
+/// Each element is s * q in f32, the value dequantize_q8_0_row() gives, bit for bit, so a tile over
+/// Q8Rows equals the same tile over the dequantized rows without storing them.
+struct Q8Rows {
+  const uint8_t* p;
+  size_t rb;
+  const uint8_t* block(int j, int d) const {
+    return p + static_cast<size_t>(j) * rb + static_cast<size_t>(d / kKVQ8Block) * kKVQ8BlockBytes;
+  }
+  static float scale_of(const uint8_t* blk) {
+    uint16_t h;
+    std::memcpy(&h, blk, sizeof(h));
+    return fp16_to_fp32(h);
+  }
+  static const __m128i* quants(const uint8_t* blk, int d) {
+    return reinterpret_cast<const __m128i*>(blk + 2 + d % kKVQ8Block);
+  }
+  __m512 load16(int j, int d) const {
+    const uint8_t* b = block(j, d);
+    const __m512i qi = _mm512_maskz_cvtepi8_epi32(0xFFFF, _mm_loadu_si128(quants(b, d)));
+    return _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, qi), _mm512_set1_ps(scale_of(b)));
+  }
+  __m512 load8z(int j, int d) const {
+    const uint8_t* b = block(j, d);
+    const __m512i qi = _mm512_maskz_cvtepi8_epi32(0x00FF, _mm_loadl_epi64(quants(b, d)));
+    return _mm512_maskz_mul_ps(0x00FF, _mm512_maskz_cvtepi32_ps(0x00FF, qi), _mm512_set1_ps(scale_of(b)));
+  }
+  __m256 load8(int j, int d) const {
+    const uint8_t* b = block(j, d);
+    const __m256i qi = _mm256_cvtepi8_epi32(_mm_loadl_epi64(quants(b, d)));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(qi), _mm256_set1_ps(scale_of(b)));
+  }
+  Q8Rows from(int j) const { return {p + static_cast<size_t>(j) * rb, rb}; }
+};
+
 /// S[h * s_stride + j] = scale * dot(q[h], K[j]) for h < NH, j < NJ, NH * NJ <= 16 (hd % 8 == 0):
 /// the accumulation of dot_f32 / dot_f32_f16 (see the file comment; the 8-element tail goes to
 /// lanes 0-7 only), one register per (head, key); tiles of 8 or more pairs reduce with hsum16.
-template <int NH, int NJ, typename T>
-inline void scores_tile(const float* const* q, const T* K, int hd, float scale, float* S, int s_stride) {
+template <int NH, int NJ, typename Rows>
+inline void scores_tile(const float* const* q, const Rows& K, int hd, float scale, float* S, int s_stride) {
   static_assert(NH * NJ <= 16);
   __m512 acc[16];
   for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
   const int hd16 = hd / 16 * 16;
   for (int d = 0; d < hd16; d += 16) {
     __m512 kv[NJ];
-    for (int j = 0; j < NJ; ++j) kv[j] = load16(K + static_cast<size_t>(j) * hd + d);
+    for (int j = 0; j < NJ; ++j) kv[j] = K.load16(j, d);
     for (int h = 0; h < NH; ++h) {
       const __m512 qv = _mm512_loadu_ps(q[h] + d);
       for (int j = 0; j < NJ; ++j) acc[h * NJ + j] = _mm512_fmadd_ps(qv, kv[j], acc[h * NJ + j]);
@@ -104,8 +155,7 @@ inline void scores_tile(const float* const* q, const T* K, int hd, float scale, 
     for (int h = 0; h < NH; ++h) {
       const __m512 qv = load8z(q[h] + hd16);
       for (int j = 0; j < NJ; ++j)
-        acc[h * NJ + j] =
-            _mm512_mask3_fmadd_ps(qv, load8z(K + static_cast<size_t>(j) * hd + hd16), acc[h * NJ + j], 0x00FF);
+        acc[h * NJ + j] = _mm512_mask3_fmadd_ps(qv, K.load8z(j, hd16), acc[h * NJ + j], 0x00FF);
     }
   }
   if constexpr (NH * NJ >= 8) {
@@ -121,15 +171,14 @@ inline void scores_tile(const float* const* q, const T* K, int hd, float scale, 
 
 /// acc[h][d0 .. d0 + 16 * NV) += sum_j P[h * p_stride + j] * V[j][d0 .. d0 + 16 * NV) for h < NH,
 /// j ascending: NH x NV accumulators stay in registers over the block.
-template <int NH, int NV, typename T>
-inline void pv_tile(const float* P, int p_stride, const T* V, int nk, int hd, int d0, float* const* acc) {
+template <int NH, int NV, typename Rows>
+inline void pv_tile(const float* P, int p_stride, const Rows& V, int nk, int d0, float* const* acc) {
   __m512 a[NH][NV];
   for (int h = 0; h < NH; ++h)
     for (int v = 0; v < NV; ++v) a[h][v] = _mm512_loadu_ps(acc[h] + d0 + 16 * v);
-  const T* row = V + d0;
-  for (int j = 0; j < nk; ++j, row += hd) {
+  for (int j = 0; j < nk; ++j) {
     __m512 x[NV];
-    for (int v = 0; v < NV; ++v) x[v] = load16(row + 16 * v);
+    for (int v = 0; v < NV; ++v) x[v] = V.load16(j, d0 + 16 * v);
     for (int h = 0; h < NH; ++h) {
       const __m512 w = _mm512_set1_ps(P[h * p_stride + j]);
       for (int v = 0; v < NV; ++v) a[h][v] = _mm512_fmadd_ps(w, x[v], a[h][v]);
@@ -140,33 +189,62 @@ inline void pv_tile(const float* P, int p_stride, const T* V, int nk, int hd, in
 }
 
 /// Same over [d0, d0 + 8) with 8-lane registers (the tail of an hd % 16 == 8 row).
-template <int NH, typename T>
-inline void pv_tile8(const float* P, int p_stride, const T* V, int nk, int hd, int d0, float* const* acc) {
+template <int NH, typename Rows>
+inline void pv_tile8(const float* P, int p_stride, const Rows& V, int nk, int d0, float* const* acc) {
   __m256 a[NH];
   for (int h = 0; h < NH; ++h) a[h] = _mm256_loadu_ps(acc[h] + d0);
-  const T* row = V + d0;
-  for (int j = 0; j < nk; ++j, row += hd) {
-    const __m256 x = load8(row);
+  for (int j = 0; j < nk; ++j) {
+    const __m256 x = V.load8(j, d0);
     for (int h = 0; h < NH; ++h) a[h] = _mm256_fmadd_ps(_mm256_set1_ps(P[h * p_stride + j]), x, a[h]);
   }
   for (int h = 0; h < NH; ++h) _mm256_storeu_ps(acc[h] + d0, a[h]);
 }
 
 /// Scores of NH heads over nk keys: tiles of 16 / NH keys (4 for NH = 3), then single keys.
-template <int NH, typename T>
-inline void scores_heads(const float* const* q, const T* K, int nk, int hd, float scale, float* S, int s_stride) {
+template <int NH, typename Rows>
+inline void scores_heads(const float* const* q, const Rows& K, int nk, int hd, float scale, float* S, int s_stride) {
   constexpr int NJ = NH == 3 ? 4 : 16 / NH;
   int j = 0;
-  for (; j + NJ <= nk; j += NJ) scores_tile<NH, NJ>(q, K + static_cast<size_t>(j) * hd, hd, scale, S + j, s_stride);
-  for (; j < nk; ++j) scores_tile<NH, 1>(q, K + static_cast<size_t>(j) * hd, hd, scale, S + j, s_stride);
+  for (; j + NJ <= nk; j += NJ) scores_tile<NH, NJ>(q, K.from(j), hd, scale, S + j, s_stride);
+  for (; j < nk; ++j) scores_tile<NH, 1>(q, K.from(j), hd, scale, S + j, s_stride);
 }
 
-template <int NH, typename T>
-inline void pv_heads(const float* P, int p_stride, const T* V, int nk, int hd, float* const* acc) {
+template <int NH, typename Rows>
+inline void pv_heads(const float* P, int p_stride, const Rows& V, int nk, int hd, float* const* acc) {
   int d = 0;
-  for (; d + 64 <= hd; d += 64) pv_tile<NH, 4>(P, p_stride, V, nk, hd, d, acc);
-  for (; d + 16 <= hd; d += 16) pv_tile<NH, 1>(P, p_stride, V, nk, hd, d, acc);
-  if (d < hd) pv_tile8<NH>(P, p_stride, V, nk, hd, d, acc);
+  for (; d + 64 <= hd; d += 64) pv_tile<NH, 4>(P, p_stride, V, nk, d, acc);
+  for (; d + 16 <= hd; d += 16) pv_tile<NH, 1>(P, p_stride, V, nk, d, acc);
+  if (d < hd) pv_tile8<NH>(P, p_stride, V, nk, d, acc);
+}
+
+/// scores_block / pv_block over any row accessor (hd % 8 == 0, nh <= kHeadTile).
+template <typename Rows>
+inline void scores_rows(const float* const* q, int nh, const Rows& K, int nk, int hd, float scale, float* S,
+                        int s_stride) {
+  switch (nh) {
+    case 1:
+      return scores_heads<1>(q, K, nk, hd, scale, S, s_stride);
+    case 2:
+      return scores_heads<2>(q, K, nk, hd, scale, S, s_stride);
+    case 3:
+      return scores_heads<3>(q, K, nk, hd, scale, S, s_stride);
+    default:
+      return scores_heads<4>(q, K, nk, hd, scale, S, s_stride);
+  }
+}
+
+template <typename Rows>
+inline void pv_rows(const float* P, int p_stride, int nh, const Rows& V, int nk, int hd, float* const* acc) {
+  switch (nh) {
+    case 1:
+      return pv_heads<1>(P, p_stride, V, nk, hd, acc);
+    case 2:
+      return pv_heads<2>(P, p_stride, V, nk, hd, acc);
+    case 3:
+      return pv_heads<3>(P, p_stride, V, nk, hd, acc);
+    default:
+      return pv_heads<4>(P, p_stride, V, nk, hd, acc);
+  }
 }
 #endif
 
@@ -179,18 +257,7 @@ template <typename T>
 inline void scores_block(const float* const* q, int nh, const T* K, int nk, int hd, float scale, bool exact, float* S,
                          int s_stride) {
 #if SNAPKV_ATTN_AVX512
-  if (!exact && hd % 8 == 0) {
-    switch (nh) {
-      case 1:
-        return scores_heads<1>(q, K, nk, hd, scale, S, s_stride);
-      case 2:
-        return scores_heads<2>(q, K, nk, hd, scale, S, s_stride);
-      case 3:
-        return scores_heads<3>(q, K, nk, hd, scale, S, s_stride);
-      default:
-        return scores_heads<4>(q, K, nk, hd, scale, S, s_stride);
-    }
-  }
+  if (!exact && hd % 8 == 0) return scores_rows(q, nh, DenseRows<T>{K, hd}, nk, hd, scale, S, s_stride);
 #endif
   for (int h = 0; h < nh; ++h)
     for (int j = 0; j < nk; ++j)
@@ -202,18 +269,7 @@ inline void scores_block(const float* const* q, int nh, const T* K, int nk, int 
 template <typename T>
 inline void pv_block(const float* P, int p_stride, int nh, const T* V, int nk, int hd, float* const* acc) {
 #if SNAPKV_ATTN_AVX512
-  if (hd % 8 == 0) {
-    switch (nh) {
-      case 1:
-        return pv_heads<1>(P, p_stride, V, nk, hd, acc);
-      case 2:
-        return pv_heads<2>(P, p_stride, V, nk, hd, acc);
-      case 3:
-        return pv_heads<3>(P, p_stride, V, nk, hd, acc);
-      default:
-        return pv_heads<4>(P, p_stride, V, nk, hd, acc);
-    }
-  }
+  if (hd % 8 == 0) return pv_rows(P, p_stride, nh, DenseRows<T>{V, hd}, nk, hd, acc);
 #endif
   for (int j = 0; j < nk; ++j)
     for (int h = 0; h < nh; ++h) axpy_row(acc[h], P[h * p_stride + j], V + static_cast<size_t>(j) * hd, hd);

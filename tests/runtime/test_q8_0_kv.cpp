@@ -1,8 +1,8 @@
 // A sequence with a Q8_0 KV cache (`--kv-type q8_0`) on a small synthetic llama model (head_dim 32):
 // a press whose budget covers the prompt leaves it bit-for-bit the full Q8_0 cache; compression and
 // quantization multiply (bytes = kept entries x Q8_0 row size); its logits stay close to an F32
-// cache's; a saved session restores the same bits; a model whose head_dim is not a multiple of 32
-// gets a clear error.
+// cache's; a saved session restores the same bits; batched decode equals alone; a model whose
+// head_dim is not a multiple of 32 gets a clear error.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -116,6 +116,51 @@ TEST(Q8_0KV, SavedSessionRestoresTheSameBits) {
   e->step(b, ws);
   const auto la = a.logits(0), lb = b.logits(0);
   EXPECT_TRUE(std::equal(la.begin(), la.end(), lb.begin(), lb.end()));
+}
+
+// Q8_0 sequences of different lengths and presses stepped together decode exactly as alone (with
+// 2 threads the long caches take split-K decode; this test also runs under ThreadSanitizer). Four
+// rows per step keep the weight matmuls on their decode kernels, as alone (test_batch.cpp).
+TEST(Q8_0KV, BatchedDecodeEqualsAloneBitForBit) {
+  auto e = tiny();
+  const int V = e->info().n_vocab;
+  struct Case {
+    size_t len;
+    std::string press;
+  };
+  const std::vector<Case> cases = {
+      {1700, "none"}, {900, "snapkv:budget=128,window=16"}, {450, "tova:budget=64,window=8"}, {37, "none"}};
+  const int steps = 8;
+  std::vector<rtest::Trace> alone;
+  for (size_t i = 0; i < cases.size(); ++i)
+    alone.push_back(rtest::run_alone(*e, prompt(cases[i].len, V, 40 + i), cases[i].press, steps, KVType::Q8_0));
+  Workspace ws(*e);
+  std::vector<std::unique_ptr<Sequence>> seqs;
+  std::vector<int32_t> next;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SequenceOptions so;
+    so.kv_type = KVType::Q8_0;
+    so.n_ctx = 2048;
+    seqs.push_back(e->new_sequence(so));
+    PrefillOptions po;
+    po.press = PressSpec::parse(cases[i].press);
+    const auto l = e->prefill(*seqs.back(), prompt(cases[i].len, V, 40 + i), po, ws);
+    ASSERT_TRUE(std::equal(l.begin(), l.end(), alone[i].logits[0].begin())) << i;
+    next.push_back(argmax(l));
+  }
+  Batch b;
+  for (int s = 0; s < steps; ++s) {
+    b.clear();
+    for (size_t i = 0; i < seqs.size(); ++i) b.add(*seqs[i], next[i]);
+    e->step(b, ws);
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      ASSERT_EQ(next[i], alone[i].tokens[static_cast<size_t>(s)]) << "seq " << i << " step " << s;
+      const auto l = b.logits(static_cast<int>(i));
+      EXPECT_TRUE(std::equal(l.begin(), l.end(), alone[i].logits[static_cast<size_t>(s) + 1].begin()))
+          << "seq " << i << " step " << s;
+      next[i] = argmax(l);
+    }
+  }
 }
 
 TEST(Q8_0KV, HeadDimNotAMultipleOf32IsAClearError) {
