@@ -634,22 +634,20 @@ void register_all() {
       ->UseRealTime()
       ->Unit(benchmark::kMillisecond)
       ->ComputeStatistics("min", min_of);
+  auto reg_prefill = [](const AttnShape& s, int64_t keys, int th, snapkv::PrefillAttention mode) {
+    const bool bf16 = mode == snapkv::PrefillAttention::BF16;
+    const std::string name = fmt::format("PrefillAttn/{}{}/keys:{}/threads:{}", s.model, bf16 ? "/bf16" : "", keys, th);
+    benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) { run_prefill_attn(st, s, keys, th, mode); })
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond)
+        ->ComputeStatistics("min", min_of);
+  };
   for (const auto& s : attn_shapes)
     for (const int64_t keys : {4096, 16384, 32768})
       for (const int th : {1, 2}) {
-        const std::string name = fmt::format("PrefillAttn/{}/keys:{}/threads:{}", s.model, keys, th);
-        benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) { run_prefill_attn(st, s, keys, th); })
-            ->UseRealTime()
-            ->Unit(benchmark::kMillisecond)
-            ->ComputeStatistics("min", min_of);
-        if (!snapkv::prefill_attention_supported(snapkv::PrefillAttention::BF16)) continue;
-        const std::string bname = fmt::format("PrefillAttn/{}/bf16/keys:{}/threads:{}", s.model, keys, th);
-        benchmark::RegisterBenchmark(
-            bname.c_str(),
-            [=](benchmark::State& st) { run_prefill_attn(st, s, keys, th, snapkv::PrefillAttention::BF16); })
-            ->UseRealTime()
-            ->Unit(benchmark::kMillisecond)
-            ->ComputeStatistics("min", min_of);
+        reg_prefill(s, keys, th, snapkv::PrefillAttention::Exact);
+        if (snapkv::prefill_attention_supported(snapkv::PrefillAttention::BF16))
+          reg_prefill(s, keys, th, snapkv::PrefillAttention::BF16);
       }
 }
 

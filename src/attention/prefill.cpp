@@ -53,10 +53,10 @@ void attention_prefill(const AttentionParams& p, const float* q, const int32_t* 
 
 #pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads)
   for (int64_t task = 0; task < n_tasks; ++task) {
-    const int g = static_cast<int>(task / nqb);
-    const int64_t t0 = (task % nqb) * QB;
-    const int64_t t1 = std::min(n_q, t0 + QB);
-    const int nrows = static_cast<int>(t1 - t0) * G;
+    const PrefillTask tk = prefill_task(task, n_q, QB, G);
+    const int g = tk.g;
+    const int64_t t0 = tk.t0, t1 = tk.t1;
+    const int nrows = tk.nrows;
     const auto tid = static_cast<size_t>(omp_get_thread_num());
     float* Kf = thread_scratch + tid * thread_floats;
     float* Vf = Kf + kKeyBlock * hd;

@@ -1,6 +1,7 @@
 // Internal: the blocked (flash-attention-style) prefill kernel of snapkv::attention().
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -19,6 +20,26 @@ constexpr int64_t kScoreCacheMaxKeys = 65536;
 
 /// Doubles of thread_sums per query row: the row's sum, then the lanes of exp_sum_add (8).
 constexpr size_t kSumsPerRow = 9;
+
+/// One prefill task: KV head g and the query tokens [t0, t1), i.e. nrows = (t1 - t0) x G query rows
+/// (row r = token t0 + r / G, query head g * G + r % G).
+struct PrefillTask {
+  int g = 0;
+  int64_t t0 = 0, t1 = 0;
+  int nrows = 0;
+};
+
+/// Task number `task` of a prefill of n_q tokens in blocks of QB tokens, head-major
+/// (task = g * ceil(n_q / QB) + block), G query heads per KV head.
+inline PrefillTask prefill_task(int64_t task, int64_t n_q, int QB, int G) {
+  const int64_t nqb = (n_q + QB - 1) / QB;
+  PrefillTask t;
+  t.g = static_cast<int>(task / nqb);
+  t.t0 = (task % nqb) * QB;
+  t.t1 = std::min(n_q, t.t0 + QB);
+  t.nrows = static_cast<int>(t.t1 - t.t0) * G;
+  return t;
+}
 
 /// Query rows (tokens x heads of one KV group) processed together by one task.
 size_t prefill_block_rows(const AttentionParams& p);

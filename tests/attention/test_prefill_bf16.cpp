@@ -8,104 +8,25 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <random>
 #include <vector>
 
 #include "attention/attention.h"
-#include "quant/act_quant.h"
 #include "snapkv/prefill_attention.h"
+#include "support/attention_reference.h"
 
 namespace snapkv {
 namespace {
 
-struct BCase {
-  int n_head, n_head_kv, head_dim;
-  int64_t n_q;    // queries at the last n_q positions
-  int64_t n_pos;  // cache positions drawn from [0, n_pos)
-  int window;
-  KVType type;
-  double keep_prob;
-};
+using BCase = test::AttnCase;
+using Built = test::AttnInputs;
 
-void PrintTo(const BCase& c, std::ostream* os) {
-  *os << "n_head " << c.n_head << " n_head_kv " << c.n_head_kv << " head_dim " << c.head_dim << " n_q " << c.n_q
-      << " n_pos " << c.n_pos << " window " << c.window << " " << kv_type_name(c.type) << " keep " << c.keep_prob;
-}
+Built build(const BCase& c, uint64_t seed) { return test::make_attention_inputs(c, seed); }
 
-float round_bf16(float x) {
-  const uint32_t u = uint32_t{quant::fp32_to_bf16(x)} << 16;
-  std::memcpy(&x, &u, 4);
-  return x;
-}
-
-struct Built {
-  KVLayerCache cache;
-  std::vector<float> q;
-  std::vector<int32_t> qpos;
-};
-
-Built build(const BCase& c, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::uniform_real_distribution<double> ud(0.0, 1.0);
-  Built b;
-  b.cache.window = c.window;
-  for (int g = 0; g < c.n_head_kv; ++g) {
-    KVHeadCache h(c.type, c.head_dim);
-    std::vector<int32_t> pos;
-    for (int32_t p = 0; p < c.n_pos; ++p)
-      if (ud(rng) < c.keep_prob || p == c.n_pos - 1) pos.push_back(p);
-    std::vector<float> k(pos.size() * static_cast<size_t>(c.head_dim)), v(k.size());
-    for (auto& x : k) x = nd(rng) * 2.0f;  // scores spread over several units
-    for (auto& x : v) x = nd(rng);
-    h.append(static_cast<int64_t>(pos.size()), pos.data(), k.data(), c.head_dim, v.data(), c.head_dim);
-    b.cache.heads.push_back(std::move(h));
-  }
-  b.q.resize(static_cast<size_t>(c.n_q * c.n_head * c.head_dim));
-  for (auto& x : b.q) x = nd(rng);
-  for (int64_t t = 0; t < c.n_q; ++t) b.qpos.push_back(static_cast<int32_t>(c.n_pos - c.n_q + t));
-  return b;
-}
-
-// Naive attention in double over the cache's stored rows (as f32); with `bf16` the pre-scaled
-// query, the keys and the values are rounded to bfloat16 first. [n_q][n_head][head_dim].
+// Naive attention in double; with `bf16` the pre-scaled query, the keys and the values are rounded
+// to bfloat16 first, without it the query is rounded as the exact kernel does. [n_q][n_head][head_dim].
 std::vector<double> reference(const BCase& c, const Built& b, float scale, bool bf16) {
-  const int G = c.n_head / c.n_head_kv, hd = c.head_dim;
-  std::vector<double> out(static_cast<size_t>(c.n_q * c.n_head * hd), 0.0);
-  std::vector<float> row(static_cast<size_t>(hd));
-  auto r = [&](float x) { return bf16 ? round_bf16(x) : x; };
-  for (int64_t t = 0; t < c.n_q; ++t) {
-    for (int h = 0; h < c.n_head; ++h) {
-      const KVHeadCache& hc = b.cache.heads[static_cast<size_t>(h / G)];
-      const float* q = b.q.data() + (t * c.n_head + h) * hd;
-      const int64_t qp = b.qpos[static_cast<size_t>(t)];
-      std::vector<double> s;
-      std::vector<int64_t> idx;
-      for (int64_t j = 0; j < hc.size(); ++j) {
-        const int64_t kp = hc.positions()[static_cast<size_t>(j)];
-        if (kp > qp || (c.window > 0 && qp - kp >= c.window)) continue;
-        hc.key_row(j, row.data());
-        double d = 0;
-        for (int i = 0; i < hd; ++i)
-          d += bf16 ? static_cast<double>(r(q[i] * scale)) * r(row[static_cast<size_t>(i)])
-                    : static_cast<double>(q[i]) * row[static_cast<size_t>(i)] * scale;
-        s.push_back(d);
-        idx.push_back(j);
-      }
-      if (s.empty()) continue;
-      double mx = s[0];
-      for (const double x : s) mx = std::max(mx, x);
-      double sum = 0;
-      for (auto& x : s) sum += (x = std::exp(x - mx));
-      double* o = out.data() + (t * c.n_head + h) * hd;
-      for (size_t j = 0; j < s.size(); ++j) {
-        hc.value_row(idx[j], row.data());
-        for (int i = 0; i < hd; ++i) o[i] += s[j] / sum * r(row[static_cast<size_t>(i)]);
-      }
-    }
-  }
-  return out;
+  return test::naive_attention(c, b, scale, bf16 ? test::RefRounding::BF16 : test::RefRounding::Kernel);
 }
 
 double worst_diff(const std::vector<float>& a, const std::vector<double>& b) {
@@ -114,9 +35,7 @@ double worst_diff(const std::vector<float>& a, const std::vector<double>& b) {
   return w;
 }
 
-AttentionParams params(const BCase& c) {
-  return AttentionParams{c.n_head, c.n_head_kv, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim)), c.window};
-}
+AttentionParams params(const BCase& c) { return test::attention_params(c); }
 
 class PrefillBF16VsNaive : public testing::TestWithParam<BCase> {
  protected:

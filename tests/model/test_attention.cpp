@@ -9,94 +9,21 @@
 #include <vector>
 
 #include "attention/attention.h"
-#include "core/fp16.h"
 #include "snapkv/error.h"
+#include "support/attention_reference.h"
 
 namespace snapkv {
 namespace {
 
-struct AttnCase {
-  int n_head, n_head_kv, head_dim;
-  int64_t n_q;    // queries (1 = decode kernel)
-  int64_t n_pos;  // cache positions are drawn from [0, n_pos)
-  int window;     // 0 = full
-  KVType type;
-  double keep_prob;  // probability that a position is stored in a head (ragged heads)
-};
+using test::AttnCase;
+using Built = test::AttnInputs;
 
-void PrintTo(const AttnCase& c, std::ostream* os) {
-  *os << "n_head " << c.n_head << " n_head_kv " << c.n_head_kv << " head_dim " << c.head_dim << " n_q " << c.n_q
-      << " n_pos " << c.n_pos << " window " << c.window << " " << kv_type_name(c.type) << " keep " << c.keep_prob;
-}
-
-struct Built {
-  KVLayerCache cache;
-  std::vector<float> q;
-  std::vector<int32_t> qpos;
-};
-
-Built build(const AttnCase& c, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::uniform_real_distribution<double> ud(0.0, 1.0);
-  Built b;
-  b.cache.window = c.window;
-  for (int g = 0; g < c.n_head_kv; ++g) {
-    KVHeadCache h(c.type, c.head_dim);
-    std::vector<int32_t> pos;
-    for (int32_t p = 0; p < c.n_pos; ++p)
-      if (ud(rng) < c.keep_prob || p == c.n_pos - 1) pos.push_back(p);
-    std::vector<float> k(pos.size() * static_cast<size_t>(c.head_dim)), v(k.size());
-    for (auto& x : k) x = nd(rng) * 2.0f;  // scores spread over several units
-    for (auto& x : v) x = nd(rng);
-    h.append(static_cast<int64_t>(pos.size()), pos.data(), k.data(), c.head_dim, v.data(), c.head_dim);
-    b.cache.heads.push_back(std::move(h));
-  }
-  b.q.resize(static_cast<size_t>(c.n_q * c.n_head * c.head_dim));
-  for (auto& x : b.q) x = nd(rng);
-  // Queries at the last n_q positions (ascending, as in a prefill chunk).
-  for (int64_t t = 0; t < c.n_q; ++t) b.qpos.push_back(static_cast<int32_t>(c.n_pos - c.n_q + t));
-  return b;
-}
+Built build(const AttnCase& c, uint64_t seed) { return test::make_attention_inputs(c, seed); }
 
 // Naive attention in double; with an F16 cache the query is rounded to F16 first (as the kernel
 // does, mimicking ggml). Returns [n_q][n_head][head_dim].
 std::vector<double> reference(const AttnCase& c, const Built& b, float scale) {
-  const int G = c.n_head / c.n_head_kv, hd = c.head_dim;
-  std::vector<double> out(static_cast<size_t>(c.n_q * c.n_head * hd), 0.0);
-  std::vector<float> row(static_cast<size_t>(hd));
-  for (int64_t t = 0; t < c.n_q; ++t) {
-    for (int h = 0; h < c.n_head; ++h) {
-      const KVHeadCache& hc = b.cache.heads[static_cast<size_t>(h / G)];
-      const float* q = b.q.data() + (t * c.n_head + h) * hd;
-      const int64_t qp = b.qpos[static_cast<size_t>(t)];
-      std::vector<double> s;
-      std::vector<int64_t> idx;
-      for (int64_t j = 0; j < hc.size(); ++j) {
-        const int64_t kp = hc.positions()[static_cast<size_t>(j)];
-        if (kp > qp || (c.window > 0 && qp - kp >= c.window)) continue;
-        hc.key_row(j, row.data());
-        double d = 0;
-        for (int i = 0; i < hd; ++i) {
-          const float qi = c.type == KVType::F16 ? fp16_to_fp32(fp32_to_fp16(q[i])) : q[i];
-          d += static_cast<double>(qi) * row[static_cast<size_t>(i)];
-        }
-        s.push_back(scale * d);
-        idx.push_back(j);
-      }
-      if (s.empty()) continue;
-      double mx = s[0];
-      for (const double x : s) mx = std::max(mx, x);
-      double sum = 0;
-      for (auto& x : s) sum += (x = std::exp(x - mx));
-      double* o = out.data() + (t * c.n_head + h) * hd;
-      for (size_t j = 0; j < s.size(); ++j) {
-        hc.value_row(idx[j], row.data());
-        for (int i = 0; i < hd; ++i) o[i] += s[j] / sum * row[static_cast<size_t>(i)];
-      }
-    }
-  }
-  return out;
+  return test::naive_attention(c, b, scale);
 }
 
 class AttentionVsNaive : public testing::TestWithParam<AttnCase> {};

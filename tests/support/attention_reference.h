@@ -1,0 +1,128 @@
+// snapkv tests: random ragged per-head KV caches with queries, and naive attention in double over
+// them, shared by the attention kernel tests (tests/model/test_attention.cpp,
+// tests/attention/test_prefill_bf16.cpp). Header-only: the tests reach internal headers, the
+// support library does not.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <ostream>
+#include <random>
+#include <vector>
+
+#include "attention/attention.h"
+#include "core/fp16.h"
+#include "kv/kv_cache.h"
+#include "quant/act_quant.h"
+
+namespace snapkv::test {
+
+/// One attention problem: shape, queries and a ragged cache.
+struct AttnCase {
+  int n_head, n_head_kv, head_dim;
+  int64_t n_q;    ///< queries, at the last n_q positions (1 = the decode kernel)
+  int64_t n_pos;  ///< cache positions are drawn from [0, n_pos); the last one is always stored
+  int window;     ///< sliding window; 0 = full causal
+  KVType type;
+  double keep_prob;  ///< probability that a position is stored in a head (ragged heads)
+};
+
+inline void PrintTo(const AttnCase& c, std::ostream* os) {
+  *os << "n_head " << c.n_head << " n_head_kv " << c.n_head_kv << " head_dim " << c.head_dim << " n_q " << c.n_q
+      << " n_pos " << c.n_pos << " window " << c.window << " " << kv_type_name(c.type) << " keep " << c.keep_prob;
+}
+
+inline AttentionParams attention_params(const AttnCase& c) {
+  return AttentionParams{c.n_head, c.n_head_kv, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim)), c.window};
+}
+
+/// The cache (keys ~ N(0, 4): scores spread over several units; values ~ N(0, 1)), the queries
+/// [n_q][n_head][head_dim] ~ N(0, 1) and their positions (ascending, as in a prefill chunk).
+struct AttnInputs {
+  KVLayerCache cache;
+  std::vector<float> q;
+  std::vector<int32_t> qpos;
+};
+
+inline AttnInputs make_attention_inputs(const AttnCase& c, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_real_distribution<double> ud(0.0, 1.0);
+  AttnInputs b;
+  b.cache.window = c.window;
+  for (int g = 0; g < c.n_head_kv; ++g) {
+    KVHeadCache h(c.type, c.head_dim);
+    std::vector<int32_t> pos;
+    for (int32_t p = 0; p < c.n_pos; ++p)
+      if (ud(rng) < c.keep_prob || p == c.n_pos - 1) pos.push_back(p);
+    std::vector<float> k(pos.size() * static_cast<size_t>(c.head_dim)), v(k.size());
+    for (auto& x : k) x = nd(rng) * 2.0f;
+    for (auto& x : v) x = nd(rng);
+    h.append(static_cast<int64_t>(pos.size()), pos.data(), k.data(), c.head_dim, v.data(), c.head_dim);
+    b.cache.heads.push_back(std::move(h));
+  }
+  b.q.resize(static_cast<size_t>(c.n_q * c.n_head * c.head_dim));
+  for (auto& x : b.q) x = nd(rng);
+  for (int64_t t = 0; t < c.n_q; ++t) b.qpos.push_back(static_cast<int32_t>(c.n_pos - c.n_q + t));
+  return b;
+}
+
+/// x rounded to the nearest bfloat16 (ties to even), as f32.
+inline float round_bf16(float x) {
+  const uint32_t u = uint32_t{quant::fp32_to_bf16(x)} << 16;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+
+/// What the reference rounds before its double arithmetic.
+enum class RefRounding {
+  Kernel,  ///< as the exact kernels: the query rounded to F16 for an F16 cache (ggml's rounding)
+  BF16,    ///< as the BF16 prefill kernel: the pre-scaled query, the keys and the values to bfloat16
+};
+
+/// Naive attention in double over the cache's stored rows (read as f32: Q8_0 rows dequantized).
+/// Returns [n_q][n_head][head_dim]; zeros for a query without a visible key.
+inline std::vector<double> naive_attention(const AttnCase& c, const AttnInputs& b, float scale,
+                                           RefRounding rounding = RefRounding::Kernel) {
+  const int G = c.n_head / c.n_head_kv, hd = c.head_dim;
+  const bool bf16 = rounding == RefRounding::BF16;
+  std::vector<double> out(static_cast<size_t>(c.n_q * c.n_head * hd), 0.0);
+  std::vector<float> row(static_cast<size_t>(hd));
+  auto rv = [&](float x) { return bf16 ? round_bf16(x) : x; };
+  auto rq = [&](float x) {
+    if (bf16) return round_bf16(x * scale);
+    return c.type == KVType::F16 ? fp16_to_fp32(fp32_to_fp16(x)) : x;
+  };
+  for (int64_t t = 0; t < c.n_q; ++t) {
+    for (int h = 0; h < c.n_head; ++h) {
+      const KVHeadCache& hc = b.cache.heads[static_cast<size_t>(h / G)];
+      const float* q = b.q.data() + (t * c.n_head + h) * hd;
+      const int64_t qp = b.qpos[static_cast<size_t>(t)];
+      std::vector<double> s;
+      std::vector<int64_t> idx;
+      for (int64_t j = 0; j < hc.size(); ++j) {
+        const int64_t kp = hc.positions()[static_cast<size_t>(j)];
+        if (kp > qp || (c.window > 0 && qp - kp >= c.window)) continue;
+        hc.key_row(j, row.data());
+        double d = 0;
+        for (int i = 0; i < hd; ++i) d += static_cast<double>(rq(q[i])) * rv(row[static_cast<size_t>(i)]);
+        s.push_back(bf16 ? d : scale * d);
+        idx.push_back(j);
+      }
+      if (s.empty()) continue;
+      const double mx = *std::max_element(s.begin(), s.end());
+      double sum = 0;
+      for (auto& x : s) sum += (x = std::exp(x - mx));
+      double* o = out.data() + (t * c.n_head + h) * hd;
+      for (size_t j = 0; j < s.size(); ++j) {
+        hc.value_row(idx[j], row.data());
+        for (int i = 0; i < hd; ++i) o[i] += s[j] / sum * rv(row[static_cast<size_t>(i)]);
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace snapkv::test
