@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Builds snapkv and runs the whole test suite:
+#   0. the CPU-dependent kernel sources compiled for AVX2 and baseline x86-64 (scripts/check_portable.sh);
 #   1. Release build, every ctest (unit, golden vs llama.cpp, real-model end to end);
 #   1b. that build installed into a temporary prefix, with the C and C++ examples, a pkg-config
 #      build and the Python ctypes test run against the installed package only;
@@ -17,6 +18,9 @@ jobs="$(nproc)"
 # model's prefill 4x slower). Sleep instead of spinning while the suite runs.
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 launcher=(); command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+
+echo "== Kernel sources compiled for other CPUs (AVX2 without AVX-512, baseline x86-64)"
+bash scripts/check_portable.sh
 
 echo "== Release build and full test suite"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" >/dev/null

@@ -26,7 +26,12 @@ constexpr int kKeyBlock = DecodeWorkspace::kKeyBlock;
 constexpr int kMaxSplits = DecodeWorkspace::kMaxSplits;
 
 // Q8_0 caches need a dequantized key block per thread unless the AVX-512 tiles dequantize in registers.
-constexpr bool kQ8Tiles = !SNAPKV_ATTN_AVX512;
+// (SNAPKV_ATTN_AVX512 is only ever defined to 1, so it is tested with #if, never in an expression.)
+#if SNAPKV_ATTN_AVX512
+constexpr bool kQ8Tiles = false;
+#else
+constexpr bool kQ8Tiles = true;
+#endif
 
 // Below ~256K multiply-adds (K.Q) a parallel region costs more than it saves.
 constexpr int64_t kParallelMinWork = int64_t{1} << 18;

@@ -46,7 +46,7 @@ struct DecodeQuery {
 
 /// Scratch of attention_decode() for up to max_rows rows, allocated once. Its size depends on the
 /// shape and max_rows only, never on the cache lengths (see bytes_for), except for Q8_0 caches in
-/// builds without AVX-512 (which dequantize in registers): they also use one dequantized key block
+/// builds without AVX-512 (AVX-512 builds dequantize in registers): they also use one dequantized key block
 /// per thread (n_threads x 2 x kKeyBlock x head_dim floats), allocated by the first call with Q8_0
 /// rows and that many threads, before its parallel region, and kept. One call at a time.
 class DecodeWorkspace {

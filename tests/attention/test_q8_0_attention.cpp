@@ -1,7 +1,9 @@
 // A Q8_0 KV cache is attended exactly as an F32 cache holding its dequantized values: prefill
 // (blocked, several queries) and decode (split-K) give the same bits, for GQA / MQA shapes, sliding
-// windows, ragged heads and 1 or 2 threads. (The kernels dequantize a key block into f32 and run
-// the F32 path; this pins that contract, so the accuracy of q8_0 is only the quantization's.)
+// windows, ragged heads and 1 or 2 threads. (Prefill dequantizes a key block into f32, AVX-512
+// decode dequantizes in registers, and both run the F32 arithmetic; this pins that contract, so
+// the accuracy of q8_0 is only the quantization's. Decode at head_dim 32 and 96 covers tiles that
+// start in the middle of a 32-element Q8_0 block and the 64- plus 16-wide V tiles.)
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -76,7 +78,8 @@ TEST_P(Q8AttentionEqualsDequantizedF32, BitForBit) {
 INSTANTIATE_TEST_SUITE_P(Shapes, Q8AttentionEqualsDequantizedF32,
                          testing::Values(Q8Case{9, 3, 64, 1, 1500, 0}, Q8Case{4, 1, 256, 1, 900, 512},
                                          Q8Case{9, 3, 64, 45, 700, 0}, Q8Case{4, 1, 256, 33, 300, 0},
-                                         Q8Case{8, 2, 32, 20, 260, 40}, Q8Case{4, 4, 96, 3, 129, 0}));
+                                         Q8Case{8, 2, 32, 20, 260, 40}, Q8Case{4, 4, 96, 3, 129, 0},
+                                         Q8Case{8, 2, 32, 1, 1700, 0}, Q8Case{4, 4, 96, 1, 1300, 40}));
 
 TEST(Q8AttentionEqualsDequantizedF32, HeadDimNotAMultipleOf32IsRejected) {
   EXPECT_THROW(KVHeadCache(KVType::Q8_0, 72), Error);

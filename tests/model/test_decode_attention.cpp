@@ -158,7 +158,8 @@ INSTANTIATE_TEST_SUITE_P(
         DecCase{2, 3, 64, KVType::F32, 3000, 0.5, 40, 100, 2.0f}, DecCase{2, 4, 64, KVType::F16, 300, 1.0, 1, 0, 2.0f},
         // peaky softmax: most probabilities underflow to 0
         DecCase{1, 4, 256, KVType::F16, 5000, 1.0, 0, 0, 12.0f}, DecCase{3, 3, 64, KVType::F32, 5000, 1.0, 0, 0, 20.0f},
-        // Q8_0 (dequantized a key block at a time): across splits, GQA 1-8, windows, causal
+        // Q8_0 (dequantized in registers, or a key block at a time without AVX-512): across splits,
+        // GQA 1-8, windows, causal
         DecCase{3, 3, 64, KVType::Q8_0, 1, 1.0, 0, 0, 2.0f}, DecCase{3, 3, 64, KVType::Q8_0, 8193, 0.9, 0, 0, 2.0f},
         DecCase{1, 4, 256, KVType::Q8_0, 2000, 1.0, 512, 0, 2.0f},
         DecCase{4, 1, 32, KVType::Q8_0, 3000, 0.7, 0, 0, 2.0f},

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Compiles (syntax and warnings only, no objects) the sources whose SIMD code paths depend on the
+# target CPU for CPUs other than this one: x86-64-v3 (AVX2/FMA/F16C, no AVX-512) and baseline
+# x86-64 (scalar fallbacks). The Release, sanitizer and fuzz builds are all -march=native, so
+# without this a mistake in a fallback path would only show on another machine.
+# Usage: scripts/check_portable.sh [compiler]   (default: c++)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cxx="${1:-c++}"
+flags=(-std=c++20 -fsyntax-only -fopenmp -Werror -Wall -Wextra -Wpedantic -Wshadow -Wno-unused-parameter -Isrc -Iinclude)
+# GCC 12's false -Wrestrict positives in std::string (see CMakeLists.txt).
+"$cxx" --version | grep -qi gcc && flags+=(-Wno-restrict)
+failed=0
+for arch in x86-64-v3 x86-64; do
+  for f in src/attention/*.cpp src/quant/*.cpp src/core/*.cpp src/model/*.cpp src/kv/*.cpp; do
+    if ! "$cxx" "${flags[@]}" -march="$arch" "$f"; then
+      echo "check_portable: $f fails to compile for -march=$arch" >&2
+      failed=1
+    fi
+  done
+done
+exit "$failed"
