@@ -333,7 +333,7 @@ struct AttnShape {
   }
 };
 
-/// `copies` sets of `rows` sequences, each an F16 (or Q8_0) cache of `keys` entries (positions
+/// `copies` sets of `rows` sequences, each an F16 (or Q8_0 / Q4_0) cache of `keys` entries (positions
 /// 0..keys-1) per KV head, and their queries at position keys - 1 (every key visible).
 struct DecodeData {
   int64_t keys = 0, rows = 0, copies = 0;
@@ -593,12 +593,12 @@ void register_all() {
 
   // Decode attention: SmolLM2 (9 query heads, 3 KV heads, head_dim 64) and Gemma 3 270M (4 / 1 /
   // 256) shapes; the (shape, keys, rows) loop is outermost so each cache set is built once.
-  // old / new: the previous and the split-K kernel over F16 caches; q8_0: the split-K kernel over
-  // Q8_0 caches (registered after the F16 ones: a set is rebuilt when the type changes).
+  // old / new: the previous and the split-K kernel over F16 caches; q8_0 / q4_0: the split-K kernel
+  // over Q8_0 / Q4_0 caches (registered after the F16 ones: a set is rebuilt when the type changes).
   const AttnShape attn_shapes[] = {{"smollm2", 9, 3, 64}, {"gemma3", 4, 1, 256}};
   auto reg_attn = [](const AttnShape& s, int64_t keys, int64_t rows, int th, bool old, bool warm,
                      snapkv::KVType type = snapkv::KVType::F16) {
-    const std::string kernel = type == snapkv::KVType::Q8_0 ? "q8_0" : old ? "old" : "new";
+    const std::string kernel = snapkv::kv_type_quantized(type) ? snapkv::kv_type_name(type) : old ? "old" : "new";
     const std::string name = fmt::format("DecodeAttn/{}/{}/keys:{}/rows:{}/threads:{}{}", s.model, kernel, keys, rows,
                                          th, warm ? "/warm" : "");
     benchmark::RegisterBenchmark(name.c_str(),
@@ -618,6 +618,9 @@ void register_all() {
       for (const int64_t rows : {1, 16})
         for (const int th : {1, 2}) reg_attn(s, keys, rows, th, false, false, snapkv::KVType::Q8_0);
     reg_attn(s, 1024, 1, 1, false, true, snapkv::KVType::Q8_0);
+    for (const int64_t keys : {1024, 4096, 16384, 32768})
+      for (const int th : {1, 2}) reg_attn(s, keys, 1, th, false, false, snapkv::KVType::Q4_0);
+    reg_attn(s, 1024, 1, 1, false, true, snapkv::KVType::Q4_0);
   }
 
   benchmark::RegisterBenchmark("FmaPeak", BM_FmaPeak)

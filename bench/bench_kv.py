@@ -67,7 +67,7 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("-n", "--n-gen", type=int, default=128)
     ap.add_argument("--budget", type=int, default=1024, help="SnapKV budget (tokens kept per KV head)")
     ap.add_argument("-r", "--reps", type=int, default=1, help="repetitions (medians of tok/s and TTFT)")
-    ap.add_argument("--kv-type", choices=["f16", "f32", "q8_0"], default=None, help="KV cache type (default: the engine's)")
+    ap.add_argument("--kv-type", choices=["f16", "f32", "q8_0", "q4_0"], default=None, help="KV cache type (default: the engine's)")
     bl.add_prefill_attn_arg(ap)
     ap.add_argument("--bandwidth-gbs", type=float, default=None, help="read bandwidth in GB/s (default: measure)")
     ap.add_argument("--no-cap", action="store_true", help="do not cap prompt + n_gen at the training context")

@@ -44,8 +44,8 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--prompt-tokens", default="512,4096", help="comma list of prompt lengths in tokens (BOS included)")
     ap.add_argument("-n", "--n-gen", type=int, default=128, help="generated tokens per run")
     ap.add_argument("-r", "--reps", type=int, default=3, help="repetitions per peer; medians are reported")
-    ap.add_argument("--kv-type", choices=["f16", "f32", "q8_0"], default="f16",
-                    help="KV cache element type on both sides (q8_0: llama.cpp needs flash attention on for a "
+    ap.add_argument("--kv-type", choices=["f16", "f32", "q8_0", "q4_0"], default="f16",
+                    help="KV cache element type on both sides (q8_0 / q4_0: llama.cpp needs flash attention on for a "
                          "quantized V cache, so only its FA-on peer runs)")
     bl.add_prefill_attn_arg(ap)
     ap.add_argument("--text", type=pathlib.Path, default=None, help="prompt source text (default GPL-3)")
@@ -106,9 +106,9 @@ def main() -> None:
         prompts[n] = {"file": path, "ids": ids, "tokenizer_check": check}
 
     fa = {"off": [False], "on": [True], "both": [False, True]}[a.flash_attn]
-    if a.kv_type == "q8_0":
+    if a.kv_type in ("q8_0", "q4_0"):
         if a.flash_attn == "off":
-            bl.fail("--kv-type q8_0: llama.cpp quantizes the V cache only with flash attention on")
+            bl.fail(f"--kv-type {a.kv_type}: llama.cpp quantizes the V cache only with flash attention on")
         fa = [True]
     llama_peers = [f"llama.cpp FA {'on' if f else 'off'}" for f in fa]
     peers = ([] if a.llama_only else ["snapkv"]) + llama_peers

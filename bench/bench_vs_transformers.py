@@ -61,7 +61,7 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--prompt-tokens", default="512,4096", help="comma list of prompt lengths in tokens")
     ap.add_argument("-n", "--n-gen", type=int, default=128, help="generated tokens per run")
     ap.add_argument("-r", "--reps", type=int, default=3, help="repetitions per peer; medians are reported")
-    ap.add_argument("--kv-type", choices=["f16", "f32", "q8_0"], default="f16", help="snapkv's KV cache element type")
+    ap.add_argument("--kv-type", choices=["f16", "f32", "q8_0", "q4_0"], default="f16", help="snapkv's KV cache element type")
     bl.add_prefill_attn_arg(ap)
     ap.add_argument("--text", type=pathlib.Path, default=None, help="prompt source text (default GPL-3)")
     ap.add_argument("--goal", type=float, default=1.5, help="prefill ratio snapkv / transformers to reach on every row")

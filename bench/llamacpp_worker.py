@@ -3,7 +3,7 @@
 
 Reads a JSON request on stdin:
     {"model": PATH, "token_ids": [...], "n_gen": 128, "threads": 2, "n_ctx": N,
-     "kv_type": "f16"|"f32"|"q8_0", "n_batch": 2048, "n_ubatch": 512, "flash_attn": false}
+     "kv_type": "f16"|"f32"|"q8_0"|"q4_0", "n_batch": 2048, "n_ubatch": 512, "flash_attn": false}
 evaluates the prompt token ids (BOS included by the caller), then generates n_gen tokens
 greedily (argmax of raw logits, ties -> lowest id, EOS ignored), and prints one JSON line:
     {"n_prompt_tokens", "prefill_ms", "prefill_tokens_per_s", "n_decode_evals",
@@ -29,7 +29,7 @@ def main() -> None:
     import llama_cpp
 
     kv = {"f16": llama_cpp.GGML_TYPE_F16, "f32": llama_cpp.GGML_TYPE_F32,
-          "q8_0": llama_cpp.GGML_TYPE_Q8_0}[req.get("kv_type", "f16")]
+          "q8_0": llama_cpp.GGML_TYPE_Q8_0, "q4_0": llama_cpp.GGML_TYPE_Q4_0}[req.get("kv_type", "f16")]
     llm = llama_cpp.Llama(
         req["model"],
         n_ctx=int(req["n_ctx"]),

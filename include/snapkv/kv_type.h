@@ -19,13 +19,23 @@ namespace snapkv {
 ///    (34 bytes per 32 elements, 1.0625 per element). Needs head_dim % 32 == 0. The storage of
 ///    llama.cpp's `-ctk/-ctv q8_0`, for keys and values alike; the attention differs: snapkv
 ///    multiplies the f32 query with the dequantized keys, ggml quantizes the query to Q8_0 too.
-enum class KVType { F16, F32, Q8_0 };
+///  - Q4_0: ggml's Q4_0 blocks (ggml-common.h block_q4_0): every 32 consecutive elements are one
+///    f16 scale d = m / -8 (m: the element of largest magnitude, with its sign) and 32 4-bit
+///    q = min(15, trunc(x / d + 8.5)), x ~= d * (q - 8); byte j holds element j in its low nibble
+///    and element j + 16 in its high nibble (18 bytes per 32 elements, 0.5625 per element). Needs
+///    head_dim % 32 == 0. The storage of llama.cpp's `-ctk/-ctv q4_0`.
+enum class KVType { F16, F32, Q8_0, Q4_0 };
 
-/// Elements per Q8_0 block, and bytes per block (f16 scale + 32 int8).
+/// Elements per Q8_0 / Q4_0 block, and bytes per block (f16 scale + 32 int8, or + 16 nibble pairs).
 inline constexpr int kKVQ8Block = 32;
 inline constexpr size_t kKVQ8BlockBytes = 34;
+inline constexpr int kKVQ4Block = 32;
+inline constexpr size_t kKVQ4BlockBytes = 18;
 
-/// "f16", "f32" or "q8_0" (the names of llama.cpp's --cache-type-k/v and of `snapkv --kv-type`).
+/// True for the block-quantized types (Q8_0, Q4_0): rows of head_dim / 32 blocks.
+inline constexpr bool kv_type_quantized(KVType t) { return t == KVType::Q8_0 || t == KVType::Q4_0; }
+
+/// "f16", "f32", "q8_0" or "q4_0" (the names of llama.cpp's --cache-type-k/v and of `snapkv --kv-type`).
 inline const char* kv_type_name(KVType t) {
   switch (t) {
     case KVType::F16:
@@ -34,22 +44,24 @@ inline const char* kv_type_name(KVType t) {
       return "f32";
     case KVType::Q8_0:
       return "q8_0";
+    case KVType::Q4_0:
+      return "q4_0";
   }
   return "?";
 }
 
-/// True when rows of `head_dim` elements can be stored as `t` (Q8_0 needs whole blocks of 32).
+/// True when rows of `head_dim` elements can be stored as `t` (Q8_0 / Q4_0 need whole blocks of 32).
 inline bool kv_type_supports(KVType t, int head_dim) {
-  return head_dim > 0 && (t != KVType::Q8_0 || head_dim % kKVQ8Block == 0);
+  return head_dim > 0 && (!kv_type_quantized(t) || head_dim % kKVQ8Block == 0);
 }
 
 /// Bytes of one stored key (or value) row of `head_dim` elements of type `t`: 2 or 4 per element
-/// for F16 / F32, head_dim / 32 * 34 for Q8_0. One KV entry of one head holds two such rows (key
-/// and value). Throws snapkv::Error when !kv_type_supports(t, head_dim) (e.g. Q8_0 with head_dim 80).
+/// for F16 / F32, head_dim / 32 * 34 for Q8_0, head_dim / 32 * 18 for Q4_0. One KV entry of one head holds two such
+/// rows (key and value). Throws snapkv::Error when !kv_type_supports(t, head_dim) (e.g. Q8_0 with head_dim 80).
 inline size_t kv_row_bytes(KVType t, int head_dim) {
   if (!kv_type_supports(t, head_dim))
     throw Error("KV row bytes: type " + std::string(kv_type_name(t)) + " cannot store rows of " +
-                std::to_string(head_dim) + " elements" + (t == KVType::Q8_0 ? " (needs a multiple of 32)" : ""));
+                std::to_string(head_dim) + " elements" + (kv_type_quantized(t) ? " (needs a multiple of 32)" : ""));
   const auto n = static_cast<size_t>(head_dim);
   switch (t) {
     case KVType::F16:
@@ -58,6 +70,8 @@ inline size_t kv_row_bytes(KVType t, int head_dim) {
       return 4 * n;
     case KVType::Q8_0:
       return n / kKVQ8Block * kKVQ8BlockBytes;
+    case KVType::Q4_0:
+      return n / kKVQ4Block * kKVQ4BlockBytes;
   }
   return 0;
 }
@@ -67,6 +81,7 @@ inline std::optional<KVType> kv_type_from_name(std::string_view name) {
   if (name == "f16") return KVType::F16;
   if (name == "f32") return KVType::F32;
   if (name == "q8_0") return KVType::Q8_0;
+  if (name == "q4_0") return KVType::Q4_0;
   return std::nullopt;
 }
 

@@ -78,9 +78,10 @@ typedef enum snapkv_status {
 
 /** Element type of the stored keys and values of a sequence's KV cache. */
 typedef enum snapkv_kv_type {
-  SNAPKV_KV_F16 = 0, /**< IEEE half: 2 bytes per element (default) */
-  SNAPKV_KV_F32 = 1, /**< 4 bytes per element */
-  SNAPKV_KV_Q8_0 = 2 /**< ggml Q8_0 blocks: 34 bytes per 32 elements (f16 scale + 32 int8); needs head_dim % 32 == 0 */
+  SNAPKV_KV_F16 = 0,  /**< IEEE half: 2 bytes per element (default) */
+  SNAPKV_KV_F32 = 1,  /**< 4 bytes per element */
+  SNAPKV_KV_Q8_0 = 2, /**< ggml Q8_0 blocks: 34 bytes per 32 elements (f16 scale + 32 int8); needs head_dim % 32 == 0 */
+  SNAPKV_KV_Q4_0 = 3 /**< ggml Q4_0 blocks: 18 bytes per 32 elements (f16 scale + 32 4-bit); needs head_dim % 32 == 0 */
 } snapkv_kv_type;
 
 /** Arithmetic of prefill attention (calls with two or more query tokens); see
@@ -194,8 +195,8 @@ SNAPKV_API snapkv_status snapkv_token_is_eog(const snapkv_engine* engine, int32_
 
 /** A new, empty sequence of `engine`'s model. n_ctx: positions it may hold, 0 = the model's
  *  n_ctx_train, at most 2^30 (memory grows with the tokens held, not with n_ctx).
- *  Errors: SNAPKV_ERR_INVALID_ARGUMENT (NULL engine/out, bad n_ctx or kv_type, SNAPKV_KV_Q8_0 for a
- *  model whose head_dim is not a multiple of 32). */
+ *  Errors: SNAPKV_ERR_INVALID_ARGUMENT (NULL engine/out, bad n_ctx or kv_type, SNAPKV_KV_Q8_0 or
+ *  SNAPKV_KV_Q4_0 for a model whose head_dim is not a multiple of 32). */
 SNAPKV_API snapkv_status snapkv_sequence_new(const snapkv_engine* engine, int64_t n_ctx, snapkv_kv_type kv_type,
                                              snapkv_sequence** out) SNAPKV_NOEXCEPT;
 /** Releases the sequence (NULL is ignored). */

@@ -15,9 +15,9 @@
 // exponentials and their sum in double, then the products with V; over kScoreCacheMaxKeys visible
 // keys the scores are computed again for the sum and for the products, with the same bits), decode
 // does not (split-K
-// never holds the normalized probabilities); accumulation is in f32. A Q8_0 cache is dequantized
-// block by block into f32 and then computed as an F32 cache holding the dequantized values (bit for
-// bit: tests/attention/test_q8_0_attention.cpp). Results do not
+// never holds the normalized probabilities); accumulation is in f32. A Q8_0 or Q4_0 cache is
+// dequantized block by block into f32 and then computed as an F32 cache holding the dequantized values (bit for
+// bit: tests/attention/test_quantized_attention.cpp). Results do not
 // depend on the thread count, and prefill results do not depend on how a prompt is split into
 // chunks of two or more tokens. A workspace made with PrefillAttention::BF16 runs prefill with
 // bfloat16 dot products instead (attention/prefill_bf16.h; head_dim % 32 == 0; any cache type).

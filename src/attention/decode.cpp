@@ -14,7 +14,7 @@
 #include "attention/prefill.h"
 #include "attention/simd.h"
 #include "attention/softmax_simd.h"
-#include "core/q8_0_rows.h"
+#include "core/kv_rows.h"
 #include "snapkv/error.h"
 
 namespace snapkv {
@@ -25,13 +25,17 @@ using attn::kNegInf;
 constexpr int kKeyBlock = DecodeWorkspace::kKeyBlock;
 constexpr int kMaxSplits = DecodeWorkspace::kMaxSplits;
 
-// Q8_0 caches need a dequantized key block per thread unless the AVX-512 tiles dequantize in registers.
+// Q8_0 / Q4_0 caches need a dequantized key block per thread unless the AVX-512 tiles dequantize in
+// registers.
 // (SNAPKV_ATTN_AVX512 is only ever defined to 1, so it is tested with #if, never in an expression.)
 #if SNAPKV_ATTN_AVX512
-constexpr bool kQ8Tiles = false;
+constexpr bool kQuantTiles = false;
 #else
-constexpr bool kQ8Tiles = true;
+constexpr bool kQuantTiles = true;
 #endif
+
+/// True when rows of type t are dequantized a key block at a time into a per-thread tile.
+bool uses_tile(KVType t) { return kQuantTiles && kv_type_quantized(t); }
 
 // Below ~256K multiply-adds (K.Q) a parallel region costs more than it saves.
 constexpr int64_t kParallelMinWork = int64_t{1} << 18;
@@ -45,17 +49,18 @@ void check_shape(const AttentionParams& s) {
 /// One task: the G query heads of KV head g of one row over the keys [j0, j1) of `hc`, as split
 /// `split`. q: the row's queries [n_head][hd]; part: the row's partials [n_head][kMaxSplits][hd + 2].
 /// Every head's slot ends as (a_s [hd], m_s, l_s); m_s = -inf and l_s = 0 when no key was seen.
-/// A Q8_0 cache runs with T = float on the values dequantize_q8_0_row() gives: with AVX-512 the
-/// tiles dequantize in registers (attn::Q8Rows); otherwise each key block's K and V rows are
-/// dequantized into `tile` ([2][kKeyBlock][hd] floats; null for F16 / F32 caches, read in place).
+/// A Q8_0 / Q4_0 cache runs with T = float on the values dequantize_kv_rows() gives: with AVX-512
+/// the tiles dequantize in registers (attn::Q8Rows, attn::Q4Rows); otherwise each key block's K and V rows
+/// are dequantized into `tile` ([2][kKeyBlock][hd] floats; null unless uses_tile(hc.type())).
 template <typename T>
 void run_split(const AttentionParams& p, const float* q, const KVHeadCache& hc, int g, int64_t j0, int64_t j1,
                int split, bool exact, float* part, float* tile) {
   const int G = p.n_head / p.n_head_kv;
   const int hd = p.head_dim;
   const size_t slot = static_cast<size_t>(hd) + 2;
-  const bool q8 = hc.type() == KVType::Q8_0;
-  const size_t q8_row = q8 ? kv_row_bytes(KVType::Q8_0, hd) : 0;  // throws for hd % 32 != 0
+  const KVType type = hc.type();
+  const bool quant = kv_type_quantized(type);
+  const size_t quant_row = quant ? kv_row_bytes(type, hd) : 0;  // throws for hd % 32 != 0
   auto slot_of = [&](int hh) { return part + (static_cast<size_t>(g * G + hh) * kMaxSplits + split) * slot; };
   for (int hh = 0; hh < G; ++hh) {
     float* a = slot_of(hh);
@@ -106,24 +111,28 @@ void run_split(const AttentionParams& p, const float* q, const KVHeadCache& hc, 
     const int nk = static_cast<int>(std::min<int64_t>(kKeyBlock, j1 - kb));
     const T* Kb = nullptr;
     const T* Vb = nullptr;
-    if (!q8) {
+    if (!quant) {
       Kb = static_cast<const T*>(hc.k_data()) + kb * hd;
       Vb = static_cast<const T*>(hc.v_data()) + kb * hd;
     } else if constexpr (std::is_same_v<T, float>) {
-      const size_t off = static_cast<size_t>(kb) * q8_row;
+      const size_t off = static_cast<size_t>(kb) * quant_row;
       const auto* Kq = static_cast<const uint8_t*>(hc.k_data()) + off;
       const auto* Vq = static_cast<const uint8_t*>(hc.v_data()) + off;
 #if SNAPKV_ATTN_AVX512
-      if (tile == nullptr) {
-        const attn::Q8Rows Kr{Kq, q8_row}, Vr{Vq, q8_row};
+      auto in_registers = [&](const auto& Kr, const auto& Vr) {
         block(
             nk, [&](int nh) { attn::scores_rows(qh, nh, Kr, nk, hd, p.scale, S, kKeyBlock); },
             [&](int nh) { attn::pv_rows(S, kKeyBlock, nh, Vr, nk, hd, acc); });
-        continue;
+      };
+      if (type == KVType::Q8_0) {
+        in_registers(attn::Q8Rows{Kq, quant_row}, attn::Q8Rows{Vq, quant_row});
+      } else {
+        in_registers(attn::Q4Rows{Kq, quant_row}, attn::Q4Rows{Vq, quant_row});
       }
+      continue;
 #endif
-      dequantize_q8_0_rows(Kq, tile, nk, hd);
-      dequantize_q8_0_rows(Vq, tile + kKeyBlock * hd, nk, hd);
+      dequantize_kv_rows(type, Kq, tile, nk, hd);
+      dequantize_kv_rows(type, Vq, tile + kKeyBlock * hd, nk, hd);
       Kb = tile;
       Vb = tile + kKeyBlock * hd;
     }
@@ -163,7 +172,7 @@ DecodeWorkspace::DecodeWorkspace(const AttentionParams& shape, int64_t max_rows)
 }
 
 size_t DecodeWorkspace::bytes() const {
-  return sizeof(float) * (partial_.size() + q16_.size() + q8_tile_.size()) +
+  return sizeof(float) * (partial_.size() + q16_.size() + quant_tile_.size()) +
          sizeof(int64_t) * (j_begin_.size() + j_end_.size() + task_off_.size());
 }
 
@@ -196,7 +205,7 @@ void attention_decode(const AttentionParams& p, std::span<const DecodeQuery> row
   int64_t* off = ws.task_off_.data();
   off[0] = 0;
   int64_t visible = 0;
-  bool any_q8 = false;
+  bool any_tile = false;
   for (int64_t r = 0; r < R; ++r) {
     const DecodeQuery& row = rows[static_cast<size_t>(r)];
     if (row.q == nullptr || row.out == nullptr || row.cache == nullptr)
@@ -218,7 +227,7 @@ void attention_decode(const AttentionParams& p, std::span<const DecodeQuery> row
       visible += JE[i] - JB[i];
       off[i + 1] = off[i] + DecodeWorkspace::n_splits(JE[i] - JB[i]);
     }
-    any_q8 = any_q8 || c.heads[0].type() == KVType::Q8_0;
+    any_tile = any_tile || uses_tile(c.heads[0].type());
     // ggml converts the f32 operand of an F16 mat-mul to F16: round the queries the same way.
     if (c.heads[0].type() == KVType::F16)
       attn::round_f16_row(row.q, ws.q16_.data() + static_cast<size_t>(r) * row_q, static_cast<int64_t>(row_q));
@@ -232,9 +241,9 @@ void attention_decode(const AttentionParams& p, std::span<const DecodeQuery> row
   const size_t row_part = static_cast<size_t>(p.n_head) * kMaxSplits * slot;
   const float* q16 = ws.q16_.data();
   const size_t tile_floats = 2 * static_cast<size_t>(kKeyBlock) * static_cast<size_t>(hd);
-  if (kQ8Tiles && any_q8 && ws.q8_tile_.size() < static_cast<size_t>(n_threads) * tile_floats)
-    ws.q8_tile_.resize(static_cast<size_t>(n_threads) * tile_floats);  // before the parallel region
-  float* q8_tiles = ws.q8_tile_.data();
+  if (any_tile && ws.quant_tile_.size() < static_cast<size_t>(n_threads) * tile_floats)
+    ws.quant_tile_.resize(static_cast<size_t>(n_threads) * tile_floats);  // before the parallel region
+  float* quant_tiles = ws.quant_tile_.data();
 
 #pragma omp parallel num_threads(n_threads) if (par)
   {
@@ -252,8 +261,9 @@ void attention_decode(const AttentionParams& p, std::span<const DecodeQuery> row
       if (hc.type() == KVType::F16) {
         run_split<uint16_t>(p, q16 + static_cast<size_t>(r) * row_q, hc, g, j0, j1, split, hd < attn::kExactDotBelow,
                             part, nullptr);
-      } else if (hc.type() == KVType::Q8_0) {
-        float* tile = kQ8Tiles ? q8_tiles + static_cast<size_t>(omp_get_thread_num()) * tile_floats : nullptr;
+      } else if (kv_type_quantized(hc.type())) {
+        float* tile =
+            uses_tile(hc.type()) ? quant_tiles + static_cast<size_t>(omp_get_thread_num()) * tile_floats : nullptr;
         run_split<float>(p, rows[static_cast<size_t>(r)].q, hc, g, j0, j1, split, false, part, tile);
       } else {
         run_split<float>(p, rows[static_cast<size_t>(r)].q, hc, g, j0, j1, split, false, part, nullptr);

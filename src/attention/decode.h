@@ -20,9 +20,9 @@
 // With an F16 cache the query is rounded to F16 first and the scores use the dot helpers of the
 // non-flash path (double-summed below kExactDotBelow): ggml's rounding of K.Q. The probabilities
 // are not rounded to F16 (ggml's non-flash path rounds the normalized ones, which split-K cannot
-// know before the end). A Q8_0 cache is treated exactly as an F32 cache holding its dequantized
-// values (f32 query, no rounding); AVX-512 tiles dequantize in registers, other builds a key block
-// at a time into a per-thread tile. V sums accumulate in f32; each
+// know before the end). A Q8_0 or Q4_0 cache is treated exactly as an F32 cache holding its
+// dequantized values (f32 query, no rounding); the AVX-512 tiles dequantize in registers, other
+// builds a key block at a time into a per-thread tile. V sums accumulate in f32; each
 // block's exponentials are summed in double, the running sum l is kept in f32, and the splits are combined in double.
 #pragma once
 
@@ -45,10 +45,10 @@ struct DecodeQuery {
 };
 
 /// Scratch of attention_decode() for up to max_rows rows, allocated once. Its size depends on the
-/// shape and max_rows only, never on the cache lengths (see bytes_for), except for Q8_0 caches in
-/// builds without AVX-512 (AVX-512 builds dequantize in registers): they also use one dequantized key block
-/// per thread (n_threads x 2 x kKeyBlock x head_dim floats), allocated by the first call with Q8_0
-/// rows and that many threads, before its parallel region, and kept. One call at a time.
+/// shape and max_rows only, never on the cache lengths (see bytes_for), except for Q8_0 / Q4_0
+/// caches in builds without AVX-512 (AVX-512 builds dequantize in registers): they also use
+/// one dequantized key block per thread (n_threads x 2 x kKeyBlock x head_dim floats), allocated by
+/// the first call with such rows and that many threads, before its parallel region, and kept. One call at a time.
 class DecodeWorkspace {
  public:
   static constexpr int kKeyBlock = 64;           ///< keys per online-softmax block; split boundaries are multiples
@@ -60,7 +60,7 @@ class DecodeWorkspace {
 
   const AttentionParams& shape() const { return shape_; }
   int64_t max_rows() const { return max_rows_; }
-  /// Bytes held: bytes_for(shape(), max_rows()), plus the Q8_0 tiles once allocated.
+  /// Bytes held: bytes_for(shape(), max_rows()), plus the dequantization tiles once allocated.
   size_t bytes() const;
   /// 4 * R * n_head * (kMaxSplits * (head_dim + 2) + head_dim)   (split partials, F16-rounded q)
   /// + 8 * (3 * R * n_head_kv + 1)                                 (visible ranges, task offsets)
@@ -81,7 +81,7 @@ class DecodeWorkspace {
   std::vector<int64_t> j_begin_;   ///< [R][n_head_kv] first visible entry
   std::vector<int64_t> j_end_;     ///< [R][n_head_kv] one past the last visible entry
   std::vector<int64_t> task_off_;  ///< [R * n_head_kv + 1] first task of each (row, KV head)
-  std::vector<float> q8_tile_;     ///< Q8_0 caches: [threads][2][kKeyBlock][head_dim] dequantized K, V
+  std::vector<float> quant_tile_;  ///< uses_tile() caches: [threads][2][kKeyBlock][head_dim] dequantized K, V
 };
 
 /// Decode attention of rows (each one query token of its own sequence) of one layer, parallel over

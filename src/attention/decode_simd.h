@@ -134,6 +134,47 @@ struct Q8Rows {
   Q8Rows from(int j) const { return {p + static_cast<size_t>(j) * rb, rb}; }
 };
 
+/// Q4Rows: ggml Q4_0 rows of rb bytes (per 32 elements an f16 scale s and 16 bytes, byte i holding
+/// element i in its low nibble and element i + 16 in its high one; d % 8 == 0). Each element is
+/// s * (q - 8) in f32, the value dequantize_q4_0_row() gives, bit for bit (as Q8Rows).
+struct Q4Rows {
+  const uint8_t* p;
+  size_t rb;
+  const uint8_t* block(int j, int d) const {
+    return p + static_cast<size_t>(j) * rb + static_cast<size_t>(d / kKVQ4Block) * kKVQ4BlockBytes;
+  }
+  /// q - 8 of elements d.. from their bytes (zero-extended to int32 lanes): the high nibbles for
+  /// d % 32 >= 16, else the low ones.
+  static __m512i codes(__m512i bytes, int d) {
+    const __m512i nib = (d % kKVQ4Block) >= kKVQ4Block / 2 ? _mm512_maskz_srli_epi32(0xFFFF, bytes, 4)
+                                                           : _mm512_and_si512(bytes, _mm512_set1_epi32(0xF));
+    return _mm512_sub_epi32(nib, _mm512_set1_epi32(8));
+  }
+  static const uint8_t* bytes_at(const uint8_t* blk, int d) { return blk + 2 + d % (kKVQ4Block / 2); }
+  __m512 load16(int j, int d) const {
+    const uint8_t* b = block(j, d);
+    const __m512i by =
+        _mm512_maskz_cvtepu8_epi32(0xFFFF, _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes_at(b, d))));
+    return _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, codes(by, d)), _mm512_set1_ps(Q8Rows::scale_of(b)));
+  }
+  __m512 load8z(int j, int d) const {
+    const uint8_t* b = block(j, d);
+    const __m512i by =
+        _mm512_maskz_cvtepu8_epi32(0x00FF, _mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes_at(b, d))));
+    return _mm512_maskz_mul_ps(0x00FF, _mm512_maskz_cvtepi32_ps(0x00FF, codes(by, d)),
+                               _mm512_set1_ps(Q8Rows::scale_of(b)));
+  }
+  __m256 load8(int j, int d) const {
+    const uint8_t* b = block(j, d);
+    const __m256i by = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes_at(b, d))));
+    const __m256i nib =
+        (d % kKVQ4Block) >= kKVQ4Block / 2 ? _mm256_srli_epi32(by, 4) : _mm256_and_si256(by, _mm256_set1_epi32(0xF));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(nib, _mm256_set1_epi32(8))),
+                         _mm256_set1_ps(Q8Rows::scale_of(b)));
+  }
+  Q4Rows from(int j) const { return {p + static_cast<size_t>(j) * rb, rb}; }
+};
+
 /// S[h * s_stride + j] = scale * dot(q[h], K[j]) for h < NH, j < NJ, NH * NJ <= 16 (hd % 8 == 0):
 /// the accumulation of dot_f32 / dot_f32_f16 (see the file comment; the 8-element tail goes to
 /// lanes 0-7 only), one register per (head, key); tiles of 8 or more pairs reduce with hsum16.

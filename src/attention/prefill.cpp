@@ -12,7 +12,7 @@
 #include "attention/simd.h"
 #include "attention/softmax_simd.h"
 #include "attention/tiles.h"
-#include "core/q8_0_rows.h"
+#include "core/kv_rows.h"
 
 namespace snapkv::attn {
 
@@ -81,17 +81,17 @@ void attention_prefill(const AttentionParams& p, const float* q, const int32_t* 
     std::fill(m, m + nrows, kNegInf);
     std::fill(l, l + nrows, 0.0);
 
-    // Key block [kb, kb + nk) as f32 rows (converted from F16 / Q8_0 into the thread's buffers).
+    // Key block [kb, kb + nk) as f32 rows (converted from F16 / Q8_0 / Q4_0 into the thread's buffers).
     auto load = [&](int64_t kb, int nk, bool with_v, const float*& Kb, const float*& Vb) {
       if (f16) {
         f16_to_f32(static_cast<const uint16_t*>(hc.k_data()) + kb * hd, Kf, nk * hd);
         if (with_v) f16_to_f32(static_cast<const uint16_t*>(hc.v_data()) + kb * hd, Vf, nk * hd);
         Kb = Kf;
         Vb = Vf;
-      } else if (type == KVType::Q8_0) {
+      } else if (kv_type_quantized(type)) {
         const size_t off = static_cast<size_t>(kb) * kv_row_bytes(type, hd);
-        dequantize_q8_0_rows(static_cast<const uint8_t*>(hc.k_data()) + off, Kf, nk, hd);
-        if (with_v) dequantize_q8_0_rows(static_cast<const uint8_t*>(hc.v_data()) + off, Vf, nk, hd);
+        dequantize_kv_rows(type, static_cast<const uint8_t*>(hc.k_data()) + off, Kf, nk, hd);
+        if (with_v) dequantize_kv_rows(type, static_cast<const uint8_t*>(hc.v_data()) + off, Vf, nk, hd);
         Kb = Kf;
         Vb = Vf;
       } else {
@@ -113,7 +113,7 @@ void attention_prefill(const AttentionParams& p, const float* q, const int32_t* 
     };
 
     if (!f16) {
-      // F32 and Q8_0 caches (f32 queries, f32 scores): one pass, acc and l are rescaled whenever a
+      // F32, Q8_0 and Q4_0 caches (f32 queries, f32 scores): one pass, acc and l are rescaled whenever a
       // row's running max grows.
       for (int64_t kb = j_begin; kb < j_end; kb += kKeyBlock) {
         const int nk = static_cast<int>(std::min<int64_t>(kKeyBlock, j_end - kb));

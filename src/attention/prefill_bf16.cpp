@@ -25,7 +25,7 @@
 #include "attention/prefill.h"
 #include "attention/simd.h"
 #include "attention/softmax_simd.h"
-#include "core/q8_0_rows.h"
+#include "core/kv_rows.h"
 #include "snapkv/error.h"
 
 namespace snapkv::attn {
@@ -275,10 +275,10 @@ void attention_prefill_bf16(const AttentionParams& p, const float* q, const int3
       if (type == KVType::F16) {
         pack_rows_bf16(static_cast<const uint16_t*>(hc.k_data()) + kb * hd, nk, hd, Kw);
         pack_value_pairs(static_cast<const uint16_t*>(hc.v_data()) + kb * hd, nk, hd, Vp);
-      } else if (type == KVType::Q8_0) {
+      } else if (kv_type_quantized(type)) {
         const size_t off = static_cast<size_t>(kb) * kv_row_bytes(type, hd);
-        dequantize_q8_0_rows(static_cast<const uint8_t*>(hc.k_data()) + off, Kf, nk, hd);
-        dequantize_q8_0_rows(static_cast<const uint8_t*>(hc.v_data()) + off, Vf, nk, hd);
+        dequantize_kv_rows(type, static_cast<const uint8_t*>(hc.k_data()) + off, Kf, nk, hd);
+        dequantize_kv_rows(type, static_cast<const uint8_t*>(hc.v_data()) + off, Vf, nk, hd);
         pack_rows_bf16(Kf, nk, hd, Kw);
         pack_value_pairs(static_cast<const float*>(Vf), nk, hd, Vp);
       } else {

@@ -78,15 +78,17 @@ snapkv_status snapkv_sequence_new(const snapkv_engine* engine, int64_t n_ctx, sn
   if (!valid(engine)) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "engine is NULL or not a snapkv_engine");
   if (out == nullptr) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "out is NULL");
   const int kv = snapkv::capi::enum_value(kv_type);
-  if (kv != SNAPKV_KV_F16 && kv != SNAPKV_KV_F32 && kv != SNAPKV_KV_Q8_0)
-    return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn,
-                "kv_type " + std::to_string(kv) + " is not SNAPKV_KV_F16, SNAPKV_KV_F32 or SNAPKV_KV_Q8_0");
+  if (kv != SNAPKV_KV_F16 && kv != SNAPKV_KV_F32 && kv != SNAPKV_KV_Q8_0 && kv != SNAPKV_KV_Q4_0)
+    return fail(
+        SNAPKV_ERR_INVALID_ARGUMENT, fn,
+        "kv_type " + std::to_string(kv) + " is not SNAPKV_KV_F16, SNAPKV_KV_F32, SNAPKV_KV_Q8_0 or SNAPKV_KV_Q4_0");
   return guarded(fn, SNAPKV_ERR_INVALID_ARGUMENT, [&] {
     snapkv::SequenceOptions o;
     o.n_ctx = n_ctx;
-    o.kv_type = kv == SNAPKV_KV_F16   ? snapkv::KVType::F16
-                : kv == SNAPKV_KV_F32 ? snapkv::KVType::F32
-                                      : snapkv::KVType::Q8_0;
+    o.kv_type = kv == SNAPKV_KV_F16    ? snapkv::KVType::F16
+                : kv == SNAPKV_KV_F32  ? snapkv::KVType::F32
+                : kv == SNAPKV_KV_Q8_0 ? snapkv::KVType::Q8_0
+                                       : snapkv::KVType::Q4_0;
     auto h = std::make_unique<snapkv_sequence>();
     h->core = engine->core;
     h->seq = engine->core->engine->new_sequence(o);

@@ -46,7 +46,7 @@ std::string known_names() {
 
 KVType parse_kv_type(const std::string& s, const char* flag) {
   if (const std::optional<KVType> t = kv_type_from_name(s)) return *t;
-  throw Error(fmt::format("{} must be f16, f32 or q8_0, got '{}'", flag, s));
+  throw Error(fmt::format("{} must be f16, f32, q8_0 or q4_0, got '{}'", flag, s));
 }
 
 PrefillAttention parse_prefill_attention(const std::string& s) {

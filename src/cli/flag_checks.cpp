@@ -114,7 +114,8 @@ CLI::Validator press_arg() {
 }
 
 CLI::Validator kv_type_arg() {
-  return one_of({kv_type_name(KVType::F16), kv_type_name(KVType::F32), kv_type_name(KVType::Q8_0)});
+  return one_of(
+      {kv_type_name(KVType::F16), kv_type_name(KVType::F32), kv_type_name(KVType::Q8_0), kv_type_name(KVType::Q4_0)});
 }
 
 CLI::Validator prefill_attention_arg() {

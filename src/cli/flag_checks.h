@@ -25,7 +25,7 @@ CLI::Validator real_in(double lo, double hi, bool lo_open = false, bool hi_open 
 /// Accepts exactly one of `names` (case-sensitive). Error: "must be one of a|b|c, got 'VALUE'".
 CLI::Validator one_of(const std::vector<std::string>& names);
 
-/// one_of the KV cache element types snapkv::kv_type_from_name accepts: f16, f32, q8_0.
+/// one_of the KV cache element types snapkv::kv_type_from_name accepts: f16, f32, q8_0, q4_0.
 CLI::Validator kv_type_arg();
 
 /// one_of the prefill attention arithmetics snapkv::prefill_attention_from_name accepts: exact, bf16.

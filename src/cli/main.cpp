@@ -36,7 +36,7 @@ void add_press_options(CLI::App& app, RunOptions& o);
 // --system, --messages, --chat-template, --tools (run and chat-template).
 /// --kv-type of run, serve and eval.
 void add_kv_type_option(CLI::App& app, std::string& kv_type) {
-  app.add_option("--kv-type", kv_type, "KV cache element type (q8_0: ggml blocks, 34 bytes per 32 elements)")
+  app.add_option("--kv-type", kv_type, "KV cache element type (q8_0 / q4_0: ggml blocks, 34 / 18 bytes per 32 elements)")
       ->capture_default_str()
       ->check(kv_type_arg());
 }

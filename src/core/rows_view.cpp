@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "core/fp16.h"
-#include "core/q8_0_rows.h"
+#include "core/kv_rows.h"
 #include "snapkv/error.h"
 
 #if defined(__F16C__)
@@ -31,8 +31,8 @@ void RowsView::rows(int64_t i0, int64_t count, float* out) const {
     std::memcpy(out, base, sizeof(float) * elems);
     return;
   }
-  if (type == KVType::Q8_0) {
-    dequantize_q8_0_rows(base, out, count, head_dim);
+  if (kv_type_quantized(type)) {
+    dequantize_kv_rows(type, base, out, count, head_dim);
     return;
   }
   const auto* src = reinterpret_cast<const uint16_t*>(base);

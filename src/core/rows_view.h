@@ -1,4 +1,4 @@
-// snapkv: a read-only view of f16/f32/q8_0 rows, the currency between the KV cache and the presses
+// snapkv: a read-only view of f16/f32/q8_0/q4_0 rows, the currency between the KV cache and the presses
 // (below both: the cache hands out RowsViews, presses read them).
 #pragma once
 
@@ -8,7 +8,7 @@
 
 namespace snapkv {
 
-/// Read-only view of `n` rows of `head_dim` elements of `type` (f16, f32 or q8_0 blocks), row-major,
+/// Read-only view of `n` rows of `head_dim` elements of `type` (f16, f32, q8_0 or q4_0 blocks), row-major,
 /// contiguous: row i starts kv_row_bytes(type, head_dim) * i bytes after `data`.
 struct RowsView {
   const void* data = nullptr;
@@ -17,8 +17,8 @@ struct RowsView {
   int head_dim = 0;
   /// Copies row i (0 <= i < n) into out[head_dim] as f32. Throws snapkv::Error for i out of range.
   void row(int64_t i, float* out) const;
-  /// Copies rows [i0, i0 + count) into out[count][head_dim] as f32 (exact for every type: f16 and
-  /// q8_0 values are representable in f32). Throws snapkv::Error for a range outside [0, n).
+  /// Copies rows [i0, i0 + count) into out[count][head_dim] as f32 (exact for every type: f16,
+  /// q8_0 and q4_0 values are representable in f32). Throws snapkv::Error for a range outside [0, n).
   void rows(int64_t i0, int64_t count, float* out) const;
 };
 

@@ -8,7 +8,7 @@
 #include <new>
 #include <utility>
 
-#include "core/q8_0_rows.h"
+#include "core/kv_rows.h"
 #include "quant/quant.h"
 #include "snapkv/error.h"
 
@@ -111,10 +111,10 @@ void KVHeadCache::append(int64_t count, const int32_t* pos, const float* k, int6
     if (type_ == KVType::F16) {
       fp32_to_fp16_row(k + i * k_stride, static_cast<uint16_t*>(k_) + r * head_dim_, head_dim_);
       fp32_to_fp16_row(v + i * v_stride, static_cast<uint16_t*>(v_) + r * head_dim_, head_dim_);
-    } else if (type_ == KVType::Q8_0) {
+    } else if (kv_type_quantized(type_)) {
       const size_t off = static_cast<size_t>(r) * row_bytes();
-      quantize_q8_0_row(k + i * k_stride, static_cast<uint8_t*>(k_) + off, head_dim_);
-      quantize_q8_0_row(v + i * v_stride, static_cast<uint8_t*>(v_) + off, head_dim_);
+      quantize_kv_row(type_, k + i * k_stride, static_cast<uint8_t*>(k_) + off, head_dim_);
+      quantize_kv_row(type_, v + i * v_stride, static_cast<uint8_t*>(v_) + off, head_dim_);
     } else {
       std::memcpy(static_cast<float*>(k_) + r * head_dim_, k + i * k_stride, row_bytes());
       std::memcpy(static_cast<float*>(v_) + r * head_dim_, v + i * v_stride, row_bytes());

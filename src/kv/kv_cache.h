@@ -14,8 +14,8 @@
 namespace snapkv {
 
 /// Entries of one KV head of one layer: pos[n], K rows [n x head_dim], V rows [n x head_dim],
-/// element type F16 (IEEE half, round-to-nearest-even on store), F32 or Q8_0 (a row is head_dim / 32
-/// blocks of 34 bytes; see snapkv/kv_type.h; the constructor throws snapkv::Error when head_dim is
+/// element type F16 (IEEE half, round-to-nearest-even on store), F32, Q8_0 or Q4_0 (a row is head_dim /
+/// 32 blocks of 34 or 18 bytes; see snapkv/kv_type.h; the constructor throws snapkv::Error when head_dim is
 /// not a multiple of 32). Row i starts at i * kv_row_bytes(type, head_dim) bytes. Entries are kept in
 /// ascending position order (appends must come with increasing positions).
 /// Capacity is managed explicitly: reserve() allocates exactly the requested entries; append()
@@ -41,7 +41,7 @@ class KVHeadCache {
   /// Original positions of the entries, ascending.
   std::span<const int32_t> positions() const { return {pos_, static_cast<size_t>(n_)}; }
   const int32_t* pos_data() const { return pos_; }
-  /// Raw rows: uint16_t (F16), float (F32) or Q8_0 blocks, [size() x kv_row_bytes()], contiguous.
+  /// Raw rows: uint16_t (F16), float (F32) or Q8_0 / Q4_0 blocks, [size() x kv_row_bytes()], contiguous.
   const void* k_data() const { return k_; }
   const void* v_data() const { return v_; }
   /// Views for presses (valid until the next mutation).

@@ -242,9 +242,11 @@ TEST(CApi, SequenceArgumentsAndContext) {
   expect_error(snapkv_sequence_new(e.get(), 0, c_enum<snapkv_kv_type>(7), &s), SNAPKV_ERR_INVALID_ARGUMENT,
                "snapkv_sequence_new", "kv_type 7");
   expect_error(snapkv_sequence_new(e.get(), -1, SNAPKV_KV_F16, &s), SNAPKV_ERR_INVALID_ARGUMENT, "snapkv_sequence_new");
-  // stories260K's head_dim 8 cannot be stored as Q8_0 (blocks of 32).
+  // stories260K's head_dim 8 cannot be stored as Q8_0 or Q4_0 (blocks of 32).
   expect_error(snapkv_sequence_new(e.get(), 0, SNAPKV_KV_Q8_0, &s), SNAPKV_ERR_INVALID_ARGUMENT, "snapkv_sequence_new",
                "q8_0");
+  expect_error(snapkv_sequence_new(e.get(), 0, SNAPKV_KV_Q4_0, &s), SNAPKV_ERR_INVALID_ARGUMENT, "snapkv_sequence_new",
+               "q4_0");
   expect_error(snapkv_sequence_new(e.get(), int64_t{1} << 40, SNAPKV_KV_F16, &s), SNAPKV_ERR_INVALID_ARGUMENT,
                "snapkv_sequence_new");
   EXPECT_EQ(s, nullptr);

@@ -106,7 +106,7 @@ TEST(Q8_0Rows, RowsViewDequantizes) {
   EXPECT_EQ(kv_row_bytes(KVType::F16, 64), 128u);
   EXPECT_FALSE(kv_type_supports(KVType::Q8_0, 72));
   EXPECT_EQ(kv_type_from_name("q8_0"), KVType::Q8_0);
-  EXPECT_FALSE(kv_type_from_name("q4_0").has_value());
+  EXPECT_FALSE(kv_type_from_name("q4_1").has_value());
 }
 
 }  // namespace

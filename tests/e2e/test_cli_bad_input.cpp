@@ -120,6 +120,8 @@ TEST(CliBadFlags, OutOfRangeWrongTypeAndEmptyValues) {
       {run_args({"--budget", "64"}), {"--budget", "--press"}, 1},
       // stories260K's head_dim 8 cannot be stored in Q8_0 blocks of 32
       {run_args({"--kv-type", "q8_0"}), {"--kv-type q8_0", "multiple of 32", "is 8"}, 1},
+      {run_args({"--kv-type", "q4_0"}), {"--kv-type q4_0", "multiple of 32", "is 8"}, 1},
+      {run_args({"--kv-type", "q4_1"}), {"--kv-type", "q4_1"}, 2},
       {run_args({"--compression-ratio", "0.5"}), {"--compression-ratio", "--press"}, 1},
       {{"run", "-m", "", "-p", "hi"}, {"--model", "must not be empty"}, 2},  // was: the default model, silently
       {{"inspect", "-m", ""}, {"--model", "must not be empty"}, 2},
@@ -149,7 +151,7 @@ TEST(CliBadFlags, HelpListsTheDefaults) {
   // Each option's help entry (up to the next option) must show its default.
   const std::vector<std::pair<std::string, std::string>> defaults = {
       {"-n,--n-predict", "]=128\n"},   {"--temp", "]=0.8\n"},           {"--top-k", "]=40\n"},
-      {"--top-p", "]=0.95\n"},         {"--kv-type", "q8_0=f16"},       {"--press", "PRESS=none "},
+      {"--top-p", "]=0.95\n"},         {"--kv-type", "q4_0=f16"},       {"--press", "PRESS=none "},
       {"--budget", "(default 1024)"},  {"--window", "]=32\n"},          {"--kernel", "]=7\n"},
       {"--pool", "(default max)"},     {"--gqa-agg", "(default mean)"}, {"--sinks", "]=4\n"},
       {"--prefill-attn", "bf16=exact"}};

@@ -45,6 +45,16 @@ TEST(Runner, FidelityAgainstAnF16ReferenceSmolLM2) {
   EXPECT_GT(b[0].fidelity.top1, 0.9);
   EXPECT_GT(b[1].fidelity.kl, b[0].fidelity.kl);  // compressed and quantized: further away
   EXPECT_EQ(b[0].kv_cache_bytes, a[0].kv_cache_bytes);
+
+  // q4_0 against the same f16 reference: further away than q8_0 (16x coarser steps), in 18 / 34
+  // of q8_0's bytes.
+  RunnerOptions q4;
+  q4.kv_type = KVType::Q4_0;
+  q4.reference_kv_type = KVType::F16;
+  const auto c = Runner(*e, ws, q4).run(ss[0], ps, Protocol::Continuation);
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_GT(c[0].fidelity.kl, b[0].fidelity.kl);
+  EXPECT_EQ(c[0].kv_cache_bytes * 34, b[0].kv_cache_bytes * 18);
 }
 
 }  // namespace

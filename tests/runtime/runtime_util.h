@@ -95,4 +95,49 @@ inline void expect_same_cache(const KVCache& a, const KVCache& b, const std::str
     }
 }
 
+/// A sequence of a batch test: prompt length and press.
+struct SeqCase {
+  size_t len;
+  std::string press;
+};
+
+/// Runs every case alone (prompt(len, n_vocab, seed + i), `steps` greedy tokens, cache type `kv`),
+/// then all of them prefilled one by one and stepped together in one Batch, and expects the same
+/// logits bit for bit at every step and the same n_past at the end.
+inline void expect_batched_equals_alone(const Engine& e, const std::vector<SeqCase>& cases, int steps, KVType kv,
+                                        uint64_t seed) {
+  const int V = e.info().n_vocab;
+  std::vector<Trace> alone;
+  for (size_t i = 0; i < cases.size(); ++i)
+    alone.push_back(run_alone(e, prompt(cases[i].len, V, seed + i), cases[i].press, steps, kv));
+  Workspace ws(e);
+  std::vector<std::unique_ptr<Sequence>> seqs;
+  std::vector<int32_t> next;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SequenceOptions so;
+    so.kv_type = kv;
+    so.n_ctx = 2048;
+    seqs.push_back(e.new_sequence(so));
+    PrefillOptions po;
+    po.press = PressSpec::parse(cases[i].press);
+    const auto l = e.prefill(*seqs.back(), prompt(cases[i].len, V, seed + i), po, ws);
+    ASSERT_TRUE(std::equal(l.begin(), l.end(), alone[i].logits[0].begin())) << kv_type_name(kv) << " seq " << i;
+    next.push_back(argmax(l));
+  }
+  Batch b;
+  for (int s = 0; s < steps; ++s) {
+    b.clear();
+    for (size_t i = 0; i < seqs.size(); ++i) b.add(*seqs[i], next[i]);
+    e.step(b, ws);
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      ASSERT_EQ(next[i], alone[i].tokens[static_cast<size_t>(s)]) << kv_type_name(kv) << " seq " << i << " step " << s;
+      const auto l = b.logits(static_cast<int>(i));
+      EXPECT_TRUE(std::equal(l.begin(), l.end(), alone[i].logits[static_cast<size_t>(s) + 1].begin()))
+          << kv_type_name(kv) << " seq " << i << " step " << s;
+      next[i] = argmax(l);
+    }
+  }
+  for (size_t i = 0; i < seqs.size(); ++i) EXPECT_EQ(seqs[i]->n_past(), static_cast<int64_t>(cases[i].len) + steps);
+}
+
 }  // namespace snapkv::rtest

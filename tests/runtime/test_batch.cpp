@@ -22,56 +22,18 @@ namespace {
 using rtest::prompt;
 using rtest::run_alone;
 
-struct SeqCase {
-  size_t len;
-  std::string press;
-};
+using rtest::SeqCase;
 
 // Different prompts, lengths and presses, stepped together, decode exactly as alone.
 TEST(Batch, BatchedDecodeEqualsAloneBitForBit) {
   auto e = rtest::stories();
-  const int V = e->info().n_vocab;
   const std::vector<SeqCase> cases = {{5, "none"},
                                       {300, "snapkv:budget=64,window=16"},
                                       {180, "tova:budget=48,window=8"},
                                       {120, "knorm:budget=40,window=8"},
                                       {260, "streamingllm:budget=70,window=16,sinks=4"},
                                       {90, "pyramidkv:budget=50,window=16"}};
-  const int steps = 12;
-  for (const KVType kv : {KVType::F32, KVType::F16}) {
-    std::vector<rtest::Trace> alone;
-    for (size_t i = 0; i < cases.size(); ++i)
-      alone.push_back(run_alone(*e, prompt(cases[i].len, V, 100 + i), cases[i].press, steps, kv));
-
-    Workspace ws(*e);
-    std::vector<std::unique_ptr<Sequence>> seqs;
-    std::vector<int32_t> next;
-    for (size_t i = 0; i < cases.size(); ++i) {
-      SequenceOptions so;
-      so.kv_type = kv;
-      so.n_ctx = 2048;
-      seqs.push_back(e->new_sequence(so));
-      PrefillOptions po;
-      po.press = PressSpec::parse(cases[i].press);
-      auto l = e->prefill(*seqs.back(), prompt(cases[i].len, V, 100 + i), po, ws);
-      ASSERT_TRUE(std::equal(l.begin(), l.end(), alone[i].logits[0].begin())) << i;
-      next.push_back(argmax(l));
-    }
-    Batch b;
-    for (int s = 0; s < steps; ++s) {
-      b.clear();
-      for (size_t i = 0; i < seqs.size(); ++i) b.add(*seqs[i], next[i]);
-      e->step(b, ws);
-      for (size_t i = 0; i < seqs.size(); ++i) {
-        ASSERT_EQ(next[i], alone[i].tokens[static_cast<size_t>(s)]) << "seq " << i << " step " << s;
-        const auto l = b.logits(static_cast<int>(i));
-        EXPECT_TRUE(std::equal(l.begin(), l.end(), alone[i].logits[static_cast<size_t>(s) + 1].begin()))
-            << "seq " << i << " step " << s;
-        next[i] = argmax(l);
-      }
-    }
-    for (size_t i = 0; i < seqs.size(); ++i) EXPECT_EQ(seqs[i]->n_past(), static_cast<int64_t>(cases[i].len) + steps);
-  }
+  for (const KVType kv : {KVType::F32, KVType::F16}) rtest::expect_batched_equals_alone(*e, cases, 12, kv, 100);
 }
 
 // A long prefill advances a layer-chunk at a time while two other sequences keep decoding; both

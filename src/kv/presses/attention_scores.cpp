@@ -38,7 +38,7 @@ void load_keys_transposed(const RowsView& keys, int64_t j0, int64_t nk, float* k
   } else if (keys.type == KVType::F16) {
     f16_to_f32(static_cast<const uint16_t*>(keys.data) + j0 * d, rows_tmp, cnt * d);
     src = rows_tmp;
-  } else {  // Q8_0
+  } else {  // Q8_0, Q4_0
     keys.rows(j0, cnt, rows_tmp);
     src = rows_tmp;
   }

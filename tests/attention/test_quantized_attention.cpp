@@ -1,14 +1,15 @@
-// A Q8_0 KV cache is attended exactly as an F32 cache holding its dequantized values: prefill
+// A Q8_0 or Q4_0 KV cache is attended exactly as an F32 cache holding its dequantized values: prefill
 // (blocked, several queries) and decode (split-K) give the same bits, for GQA / MQA shapes, sliding
 // windows, ragged heads and 1 or 2 threads. (Prefill dequantizes a key block into f32, AVX-512
-// decode dequantizes in registers, and both run the F32 arithmetic; this pins that contract, so
-// the accuracy of q8_0 is only the quantization's. Decode at head_dim 32 and 96 covers tiles that
-// start in the middle of a 32-element Q8_0 block and the 64- plus 16-wide V tiles.)
+// decode dequantizes Q8_0 in registers and Q4_0 into a per-thread tile, and all run the F32
+// arithmetic; this pins that contract, so the accuracy of q8_0 / q4_0 is only the quantization's. Decode at head_dim 32
+// and 96 covers tiles that start in the middle of a 32-element Q8_0 block and the 64- plus 16-wide V tiles.)
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "attention/attention.h"
@@ -31,10 +32,11 @@ void PrintTo(const Q8Case& c, std::ostream* os) {
       << " n_pos " << c.n_pos << " window " << c.window;
 }
 
-class Q8AttentionEqualsDequantizedF32 : public testing::TestWithParam<Q8Case> {};
+class QuantizedAttentionEqualsDequantizedF32 : public testing::TestWithParam<std::tuple<KVType, Q8Case>> {};
 
-TEST_P(Q8AttentionEqualsDequantizedF32, BitForBit) {
-  const Q8Case& c = GetParam();
+TEST_P(QuantizedAttentionEqualsDequantizedF32, BitForBit) {
+  const KVType type = std::get<0>(GetParam());
+  const Q8Case& c = std::get<1>(GetParam());
   std::mt19937_64 rng(11 + static_cast<uint64_t>(c.n_q));
   std::uniform_real_distribution<double> ud(0.0, 1.0);
   KVLayerCache q8, f32;
@@ -46,7 +48,7 @@ TEST_P(Q8AttentionEqualsDequantizedF32, BitForBit) {
     const auto n = static_cast<int64_t>(pos.size());
     const std::vector<float> k = test::randn(static_cast<size_t>(n * c.head_dim), rng(), 2.0f);
     const std::vector<float> v = test::randn(k.size(), rng());
-    KVHeadCache hq(KVType::Q8_0, c.head_dim);
+    KVHeadCache hq(type, c.head_dim);
     hq.append(n, pos.data(), k.data(), c.head_dim, v.data(), c.head_dim);
     // The F32 twin holds exactly the dequantized rows.
     std::vector<float> kd(k.size()), vd(v.size());
@@ -54,7 +56,8 @@ TEST_P(Q8AttentionEqualsDequantizedF32, BitForBit) {
     hq.values().rows(0, n, vd.data());
     KVHeadCache hf(KVType::F32, c.head_dim);
     hf.append(n, pos.data(), kd.data(), c.head_dim, vd.data(), c.head_dim);
-    EXPECT_EQ(hq.bytes(), static_cast<size_t>(n) * 2 * (static_cast<size_t>(c.head_dim) / 32 * 34));
+    EXPECT_EQ(hq.bytes(),
+              static_cast<size_t>(n) * 2 * (static_cast<size_t>(c.head_dim) / 32 * (type == KVType::Q8_0 ? 34 : 18)));
     q8.heads.push_back(std::move(hq));
     f32.heads.push_back(std::move(hf));
   }
@@ -75,16 +78,20 @@ TEST_P(Q8AttentionEqualsDequantizedF32, BitForBit) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, Q8AttentionEqualsDequantizedF32,
-                         testing::Values(Q8Case{9, 3, 64, 1, 1500, 0}, Q8Case{4, 1, 256, 1, 900, 512},
-                                         Q8Case{9, 3, 64, 45, 700, 0}, Q8Case{4, 1, 256, 33, 300, 0},
-                                         Q8Case{8, 2, 32, 20, 260, 40}, Q8Case{4, 4, 96, 3, 129, 0},
-                                         Q8Case{8, 2, 32, 1, 1700, 0}, Q8Case{4, 4, 96, 1, 1300, 40}));
+INSTANTIATE_TEST_SUITE_P(Shapes, QuantizedAttentionEqualsDequantizedF32,
+                         testing::Combine(testing::Values(KVType::Q8_0, KVType::Q4_0),
+                                          testing::Values(Q8Case{9, 3, 64, 1, 1500, 0}, Q8Case{4, 1, 256, 1, 900, 512},
+                                                          Q8Case{9, 3, 64, 45, 700, 0}, Q8Case{4, 1, 256, 33, 300, 0},
+                                                          Q8Case{8, 2, 32, 20, 260, 40}, Q8Case{4, 4, 96, 3, 129, 0},
+                                                          Q8Case{8, 2, 32, 1, 1700, 0},
+                                                          Q8Case{4, 4, 96, 1, 1300, 40})));
 
-TEST(Q8AttentionEqualsDequantizedF32, HeadDimNotAMultipleOf32IsRejected) {
-  EXPECT_THROW(KVHeadCache(KVType::Q8_0, 72), Error);
-  EXPECT_THROW(KVCache(2, 1, 48, KVType::Q8_0, {0, 0}), Error);
-  EXPECT_NO_THROW(KVHeadCache(KVType::Q8_0, 96));
+TEST(QuantizedAttentionEqualsDequantizedF32, HeadDimNotAMultipleOf32IsRejected) {
+  for (const KVType t : {KVType::Q8_0, KVType::Q4_0}) {
+    EXPECT_THROW(KVHeadCache(t, 72), Error);
+    EXPECT_THROW(KVCache(2, 1, 48, t, {0, 0}), Error);
+    EXPECT_NO_THROW(KVHeadCache(t, 96));
+  }
 }
 
 }  // namespace
