@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <type_traits>
 #include <vector>
 
@@ -33,6 +35,22 @@ constexpr bool kQuantTiles = false;
 #else
 constexpr bool kQuantTiles = true;
 #endif
+
+/// Whether a task prefetches the next key block (see run_split). Measured 1.0-1.5x faster on this
+/// project's Intel Xeon host (docs/benchmarks.md, "Decode attention: software prefetch"); an earlier
+/// session measured software prefetch 1.5-2x slower on the AMD Zen 4 host the same VM ran on then,
+/// so it is on for Intel CPUs only. SNAPKV_DECODE_PREFETCH=1 / 0 forces it on / off.
+bool decode_prefetch() {
+  static const bool on = [] {
+    if (const char* e = std::getenv("SNAPKV_DECODE_PREFETCH")) return std::strcmp(e, "0") != 0;
+#if defined(__x86_64__) || defined(__i386__)
+    return __builtin_cpu_is("intel") != 0;
+#else
+    return false;
+#endif
+  }();
+  return on;
+}
 
 /// True when rows of type t are dequantized a key block at a time into a per-thread tile.
 bool uses_tile(KVType t) { return kQuantTiles && kv_type_quantized(t); }
@@ -109,12 +127,12 @@ void run_split(const AttentionParams& p, const float* q, const KVHeadCache& hc, 
   };
   // Rows of a key block are bytes [kb * row_b, (kb + nk) * row_b) of K and of V.
   const size_t row_b = quant ? quant_row : sizeof(T) * static_cast<size_t>(hd);
+  const bool prefetch = decode_prefetch();
   for (int64_t kb = j0; kb < j1; kb += kKeyBlock) {
     const int nk = static_cast<int>(std::min<int64_t>(kKeyBlock, j1 - kb));
-    // Ask for the next block's K and V rows (into L2) while this one computes. The hardware
-    // prefetchers alone left a 16K-key decode at 8-9 GB/s per core; this made the kernel 1.1-1.4x
-    // faster (docs/benchmarks.md, "Decode attention: software prefetch").
-    if (kb + kKeyBlock < j1) {
+    // Ask for the next block's K and V rows (into L2) while this one computes: the hardware
+    // prefetchers alone left a 16K-key decode at 6-9 GB/s per core (see decode_prefetch()).
+    if (prefetch && kb + kKeyBlock < j1) {
       const size_t from = static_cast<size_t>(kb + kKeyBlock) * row_b;
       const size_t to = static_cast<size_t>(std::min<int64_t>(kb + 2 * kKeyBlock, j1)) * row_b;
       attn::prefetch_l2(static_cast<const char*>(hc.k_data()) + from, to - from);

@@ -92,10 +92,16 @@ template <typename T>
 struct DenseRows {
   const T* p;
   int hd;
+  static constexpr bool kBlocks = false;  ///< load2x16 saves nothing over two load16
   const T* at(int j, int d) const { return p + static_cast<size_t>(j) * static_cast<size_t>(hd) + d; }
   __m512 load16(int j, int d) const { return attn::load16(at(j, d)); }
   __m512 load8z(int j, int d) const { return attn::load8z(at(j, d)); }
   __m256 load8(int j, int d) const { return attn::load8(at(j, d)); }
+  /// Elements [d, d + 16) and [d + 16, d + 32) of row j.
+  void load2x16(int j, int d, __m512& lo, __m512& hi) const {
+    lo = load16(j, d);
+    hi = load16(j, d + 16);
+  }
   DenseRows from(int j) const { return {at(j, 0), hd}; }
 };
 
@@ -105,6 +111,7 @@ struct DenseRows {
 struct Q8Rows {
   const uint8_t* p;
   size_t rb;
+  static constexpr bool kBlocks = true;  ///< load2x16 decodes a 32-element block at once
   const uint8_t* block(int j, int d) const {
     return p + static_cast<size_t>(j) * rb + static_cast<size_t>(d / kKVQ8Block) * kKVQ8BlockBytes;
   }
@@ -131,6 +138,15 @@ struct Q8Rows {
     const __m256i qi = _mm256_cvtepi8_epi32(_mm_loadl_epi64(quants(b, d)));
     return _mm256_mul_ps(_mm256_cvtepi32_ps(qi), _mm256_set1_ps(scale_of(b)));
   }
+  /// The whole block of elements [d, d + 32) (d % 32 == 0): the scale is read once.
+  void load2x16(int j, int d, __m512& lo, __m512& hi) const {
+    const uint8_t* b = block(j, d);
+    const __m512 s = _mm512_set1_ps(scale_of(b));
+    lo = _mm512_mul_ps(
+        _mm512_maskz_cvtepi32_ps(0xFFFF, _mm512_maskz_cvtepi8_epi32(0xFFFF, _mm_loadu_si128(quants(b, 0)))), s);
+    hi = _mm512_mul_ps(
+        _mm512_maskz_cvtepi32_ps(0xFFFF, _mm512_maskz_cvtepi8_epi32(0xFFFF, _mm_loadu_si128(quants(b, 16)))), s);
+  }
   Q8Rows from(int j) const { return {p + static_cast<size_t>(j) * rb, rb}; }
 };
 
@@ -140,6 +156,7 @@ struct Q8Rows {
 struct Q4Rows {
   const uint8_t* p;
   size_t rb;
+  static constexpr bool kBlocks = true;
   const uint8_t* block(int j, int d) const {
     return p + static_cast<size_t>(j) * rb + static_cast<size_t>(d / kKVQ4Block) * kKVQ4BlockBytes;
   }
@@ -172,6 +189,15 @@ struct Q4Rows {
     return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(nib, _mm256_set1_epi32(8))),
                          _mm256_set1_ps(Q8Rows::scale_of(b)));
   }
+  /// The whole block of elements [d, d + 32) (d % 32 == 0): its 16 bytes and its scale are read once.
+  void load2x16(int j, int d, __m512& lo, __m512& hi) const {
+    const uint8_t* b = block(j, d);
+    const __m512 s = _mm512_set1_ps(Q8Rows::scale_of(b));
+    const __m512i by =
+        _mm512_maskz_cvtepu8_epi32(0xFFFF, _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes_at(b, 0))));
+    lo = _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, codes(by, 0)), s);
+    hi = _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, codes(by, kKVQ4Block / 2)), s);
+  }
   Q4Rows from(int j) const { return {p + static_cast<size_t>(j) * rb, rb}; }
 };
 
@@ -184,7 +210,25 @@ inline void scores_tile(const float* const* q, const Rows& K, int hd, float scal
   __m512 acc[16];
   for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
   const int hd16 = hd / 16 * 16;
-  for (int d = 0; d < hd16; d += 16) {
+  int d = 0;
+  // Quantized rows: 32 elements per step where the registers allow (lo / hi rows of NJ keys + NH x
+  // NJ sums), so a block is decoded once. Each sum gets the same products in the same order. (F16
+  // rows stay at 16 per step: measured 7-15 % slower this way on the SmolLM2 shape.)
+  if constexpr (Rows::kBlocks && 2 * NJ + NH * NJ <= 24) {
+    for (; d + 32 <= hd16; d += 32) {
+      __m512 lo[NJ], hi[NJ];
+      for (int j = 0; j < NJ; ++j) K.load2x16(j, d, lo[j], hi[j]);
+      for (int h = 0; h < NH; ++h) {
+        const __m512 qv = _mm512_loadu_ps(q[h] + d);
+        for (int j = 0; j < NJ; ++j) acc[h * NJ + j] = _mm512_fmadd_ps(qv, lo[j], acc[h * NJ + j]);
+      }
+      for (int h = 0; h < NH; ++h) {
+        const __m512 qv = _mm512_loadu_ps(q[h] + d + 16);
+        for (int j = 0; j < NJ; ++j) acc[h * NJ + j] = _mm512_fmadd_ps(qv, hi[j], acc[h * NJ + j]);
+      }
+    }
+  }
+  for (; d < hd16; d += 16) {
     __m512 kv[NJ];
     for (int j = 0; j < NJ; ++j) kv[j] = K.load16(j, d);
     for (int h = 0; h < NH; ++h) {
@@ -219,7 +263,11 @@ inline void pv_tile(const float* P, int p_stride, const Rows& V, int nk, int d0,
     for (int v = 0; v < NV; ++v) a[h][v] = _mm512_loadu_ps(acc[h] + d0 + 16 * v);
   for (int j = 0; j < nk; ++j) {
     __m512 x[NV];
-    for (int v = 0; v < NV; ++v) x[v] = V.load16(j, d0 + 16 * v);
+    if constexpr (Rows::kBlocks && NV % 2 == 0) {  // whole 32-element blocks (d0 % 32 == 0)
+      for (int v = 0; v < NV; v += 2) V.load2x16(j, d0 + 16 * v, x[v], x[v + 1]);
+    } else {
+      for (int v = 0; v < NV; ++v) x[v] = V.load16(j, d0 + 16 * v);
+    }
     for (int h = 0; h < NH; ++h) {
       const __m512 w = _mm512_set1_ps(P[h * p_stride + j]);
       for (int v = 0; v < NV; ++v) a[h][v] = _mm512_fmadd_ps(w, x[v], a[h][v]);
