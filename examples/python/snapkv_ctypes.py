@@ -22,7 +22,7 @@ from typing import Callable, List, Optional, Sequence as Seq
 
 _STATUS = ["ok", "invalid_argument", "io", "out_of_memory", "context_full", "buffer_too_small", "internal"]
 _STOP = ["eos", "n_predict", "context_full", "stop", "cancelled"]
-KV_TYPES = {"f16": 0, "f32": 1, "q8_0": 2}
+KV_TYPES = {"f16": 0, "f32": 1, "q8_0": 2, "q4_0": 3}
 
 
 class SnapkvError(RuntimeError):

@@ -123,6 +123,16 @@ def main() -> int:
         assert qw.stats()["window"] == 20 and qw.stats()["compressed"], qw.stats()
         expect_error("invalid_argument", eng.new_sequence().prefill, ids, press="snapkv", question_tokens=len(ids) + 1)
 
+        # Block-quantized KV types need head_dim % 32 == 0: stories260K's 8 is a clear error naming the type.
+        for kv in ("q8_0", "q4_0"):
+            err = expect_error("invalid_argument", eng.new_sequence, kv_type=kv)
+            assert kv in err.message and "head_dim" in err.message, err.message
+        try:
+            eng.new_sequence(kv_type="q4_1")
+            raise AssertionError("an unknown kv_type was accepted")
+        except ValueError as err:
+            assert "kv_type" in str(err), err
+
         # Errors: bad press, bad token id, full context, non-empty sequence for generate.
         bad = eng.new_sequence(n_ctx=8)
         expect_error("invalid_argument", bad.prefill, ids, press="nosuchpress")
