@@ -60,7 +60,8 @@ struct ModelInfo {
 
   /// Bytes one token occupies in an uncompressed KV cache of element type `t`, over all layers:
   /// n_layer x n_head_kv x 2 (K and V) x kv_row_bytes(t, head_dim) (head_dim x element size; Q8_0:
-  /// head_dim / 32 x 34). Throws snapkv::Error when t cannot store rows of head_dim (Q8_0, head_dim % 32 != 0).
+  /// head_dim / 32 x 34; Q4_0: x 18). Throws snapkv::Error when t cannot store rows of head_dim (Q8_0 /
+  /// Q4_0, head_dim % 32 != 0).
   size_t kv_bytes_per_token(KVType t) const;
 };
 

@@ -21,7 +21,7 @@ namespace snapkv {
 ///    multiplies the f32 query with the dequantized keys, ggml quantizes the query to Q8_0 too.
 ///  - Q4_0: ggml's Q4_0 blocks (ggml-common.h block_q4_0): every 32 consecutive elements are one
 ///    f16 scale d = m / -8 (m: the element of largest magnitude, with its sign) and 32 4-bit
-///    q = min(15, trunc(x / d + 8.5)), x ~= d * (q - 8); byte j holds element j in its low nibble
+///    q = min(15, trunc(x * (1 / d) + 8.5)), x ~= d * (q - 8); byte j holds element j in its low nibble
 ///    and element j + 16 in its high nibble (18 bytes per 32 elements, 0.5625 per element). Needs
 ///    head_dim % 32 == 0. The storage of llama.cpp's `-ctk/-ctv q4_0`.
 enum class KVType { F16, F32, Q8_0, Q4_0 };

@@ -36,13 +36,17 @@ constexpr bool kQuantTiles = false;
 constexpr bool kQuantTiles = true;
 #endif
 
-/// Whether a task prefetches the next key block (see run_split). Measured 1.0-1.5x faster on this
-/// project's Intel Xeon host (docs/benchmarks.md, "Decode attention: software prefetch"); an earlier
-/// session measured software prefetch 1.5-2x slower on the AMD Zen 4 host the same VM ran on then,
-/// so it is on for Intel CPUs only. SNAPKV_DECODE_PREFETCH=1 / 0 forces it on / off.
+/// Whether a task prefetches the next key block (see run_split). Measured 1.0-1.5x faster on an
+/// Intel Xeon host (docs/benchmarks.md, "Decode attention: software prefetch"); an earlier
+/// experiment found software prefetch 1.5-2x slower on a host whose CPU was not recorded (this VM
+/// has run on AMD Zen 4 and Intel Xeon hosts), so it is on for Intel CPUs only.
+/// SNAPKV_DECODE_PREFETCH=1 / 0 forces it on / off (any other value: the default).
 bool decode_prefetch() {
   static const bool on = [] {
-    if (const char* e = std::getenv("SNAPKV_DECODE_PREFETCH")) return std::strcmp(e, "0") != 0;
+    if (const char* e = std::getenv("SNAPKV_DECODE_PREFETCH")) {
+      if (std::strcmp(e, "1") == 0) return true;
+      if (std::strcmp(e, "0") == 0) return false;
+    }
 #if defined(__x86_64__) || defined(__i386__)
     return __builtin_cpu_is("intel") != 0;
 #else

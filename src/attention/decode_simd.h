@@ -105,7 +105,9 @@ struct DenseRows {
   DenseRows from(int j) const { return {at(j, 0), hd}; }
 };
 
-/// Q8Rows: ggml Q8_0 rows of rb bytes (per 32 elements an f16 scale s and 32 int8 q; d % 8 == 0).
+/// Q8Rows: ggml Q8_0 rows of rb bytes (per 32 elements an f16 scale s and 32 int8 q). Element
+/// offsets d: load8 / load8z need d % 8 == 0, load16 d % 16 == 0, load2x16 d % 32 == 0 (a load
+/// never crosses its block, so it never reads past the row).
 /// Each element is s * q in f32, the value dequantize_q8_0_row() gives, bit for bit, so a tile over
 /// Q8Rows equals the same tile over the dequantized rows without storing them.
 struct Q8Rows {
@@ -151,7 +153,8 @@ struct Q8Rows {
 };
 
 /// Q4Rows: ggml Q4_0 rows of rb bytes (per 32 elements an f16 scale s and 16 bytes, byte i holding
-/// element i in its low nibble and element i + 16 in its high one; d % 8 == 0). Each element is
+/// element i in its low nibble and element i + 16 in its high one; offsets d as for Q8Rows: a
+/// load16 at d % 16 == 8 would mix the two halves). Each element is
 /// s * (q - 8) in f32, the value dequantize_q4_0_row() gives, bit for bit (as Q8Rows).
 struct Q4Rows {
   const uint8_t* p;

@@ -42,7 +42,9 @@ inline __m256 high8(__m512 v) { return _mm256_castpd_ps(_mm512_maskz_extractf64x
 /// Hints the `bytes` bytes at p (one request per 64-byte line) into L2: software prefetch of a
 /// stream the hardware prefetchers do not run far enough ahead on (x86: prefetcht1; never faults).
 inline void prefetch_l2(const char* p, size_t bytes) {
-  for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 2);
+  if (bytes == 0) return;
+  const uintptr_t first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{63}, end = reinterpret_cast<uintptr_t>(p) + bytes;
+  for (uintptr_t a = first; a < end; a += 64) __builtin_prefetch(reinterpret_cast<const char*>(a), 0, 2);
 }
 
 /// sum_i a[i] * b[i], f32 accumulation.

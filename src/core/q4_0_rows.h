@@ -19,8 +19,8 @@ namespace snapkv {
 /// quantize_row_q4_0_ref: per block m = the element of largest |x| (its sign kept), d = m / -8,
 /// q = min(15, trunc(x * (1 / d) + 8.5)) (all 8, i.e. zeros, for an all-zero block), d stored as
 /// f16; byte j of the 16 holds q_j (low nibble) and q_{j+16} (high nibble). A block holding NaN or
-/// inf gets a NaN scale (it decodes as NaN, as an F16 cache would keep it); a block below ~1e-37
-/// decodes as zeros.
+/// inf gets a NaN scale (it decodes as NaN, as an F16 cache would keep it); a block whose largest
+/// |x| is below ~2.4e-7 decodes as zeros (its f16 scale underflows).
 void quantize_q4_0_row(const float* x, uint8_t* dst, int n);
 
 /// Dequantizes n / 32 Q4_0 blocks at src into y[n] (n a multiple of 32): y = f16(d) * (q - 8),

@@ -1,9 +1,10 @@
 // A Q8_0 or Q4_0 KV cache is attended exactly as an F32 cache holding its dequantized values: prefill
 // (blocked, several queries) and decode (split-K) give the same bits, for GQA / MQA shapes, sliding
 // windows, ragged heads and 1 or 2 threads. (Prefill dequantizes a key block into f32, AVX-512
-// decode dequantizes Q8_0 in registers and Q4_0 into a per-thread tile, and all run the F32
-// arithmetic; this pins that contract, so the accuracy of q8_0 / q4_0 is only the quantization's. Decode at head_dim 32
-// and 96 covers tiles that start in the middle of a 32-element Q8_0 block and the 64- plus 16-wide V tiles.)
+// decode dequantizes both types in registers (attn::Q8Rows / Q4Rows; other builds into a
+// per-thread tile), and all run the F32 arithmetic; this pins that contract, so the accuracy of
+// q8_0 / q4_0 is only the quantization's. Decode at head_dim 32 and 96 covers tiles that start in
+// the middle of a 32-element block and the 64- plus 16-wide V tiles.)
 #include <gtest/gtest.h>
 
 #include <cmath>

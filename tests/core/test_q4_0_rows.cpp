@@ -71,17 +71,19 @@ TEST(Q4_0Rows, PositiveMaximumGetsANegativeScale) {
 }
 
 TEST(Q4_0Rows, ZeroNonFiniteAndTinyBlocks) {
-  std::vector<float> x(128, 1.0f), y(128, 5.0f);
+  std::vector<float> x(160, 1.0f), y(160, 5.0f);
   for (int j = 0; j < 32; ++j) x[static_cast<size_t>(j)] = 0.0f;                                   // block 0: zeros
   x[40] = std::numeric_limits<float>::quiet_NaN();                                                 // block 1
   x[70] = -std::numeric_limits<float>::infinity();                                                 // block 2
   for (int j = 96; j < 128; ++j) x[static_cast<size_t>(j)] = 1e-38f * static_cast<float>(j - 95);  // block 3
-  std::vector<uint8_t> b(4 * 18);
-  quantize_q4_0_row(x.data(), b.data(), 128);
-  dequantize_q4_0_row(b.data(), y.data(), 128);
+  // Block 4: subnormal, so 1 / d overflows to inf (the id = 0 branch).
+  for (int j = 128; j < 160; ++j) x[static_cast<size_t>(j)] = -1e-40f * static_cast<float>(j - 127);
+  std::vector<uint8_t> b(5 * 18);
+  quantize_q4_0_row(x.data(), b.data(), 160);
+  dequantize_q4_0_row(b.data(), y.data(), 160);
   for (int j = 0; j < 32; ++j) EXPECT_EQ(y[static_cast<size_t>(j)], 0.0f) << j;
   for (int j = 32; j < 96; ++j) EXPECT_TRUE(std::isnan(y[static_cast<size_t>(j)])) << j;
-  for (int j = 96; j < 128; ++j) EXPECT_EQ(y[static_cast<size_t>(j)], 0.0f) << j;
+  for (int j = 96; j < 160; ++j) EXPECT_EQ(y[static_cast<size_t>(j)], 0.0f) << j;
   EXPECT_THROW((void)kv_row_bytes(KVType::Q4_0, 80), Error);
 }
 
