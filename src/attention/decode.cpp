@@ -82,7 +82,8 @@ void run_split(const AttentionParams& p, const float* q, const KVHeadCache& hc, 
   const size_t slot = static_cast<size_t>(hd) + 2;
   const KVType type = hc.type();
   const bool quant = kv_type_quantized(type);
-  const size_t quant_row = quant ? kv_row_bytes(type, hd) : 0;  // throws for hd % 32 != 0
+  // Bytes of one K (or V) row: sizeof(T) * hd for F16 / F32; throws for quantized with hd % 32 != 0.
+  const size_t row_b = kv_row_bytes(type, hd);
   auto slot_of = [&](int hh) { return part + (static_cast<size_t>(g * G + hh) * kMaxSplits + split) * slot; };
   for (int hh = 0; hh < G; ++hh) {
     float* a = slot_of(hh);
@@ -129,8 +130,6 @@ void run_split(const AttentionParams& p, const float* q, const KVHeadCache& hc, 
       pv(nh);
     }
   };
-  // Rows of a key block are bytes [kb * row_b, (kb + nk) * row_b) of K and of V.
-  const size_t row_b = quant ? quant_row : sizeof(T) * static_cast<size_t>(hd);
   const bool prefetch = decode_prefetch();
   for (int64_t kb = j0; kb < j1; kb += kKeyBlock) {
     const int nk = static_cast<int>(std::min<int64_t>(kKeyBlock, j1 - kb));
@@ -148,7 +147,7 @@ void run_split(const AttentionParams& p, const float* q, const KVHeadCache& hc, 
       Kb = static_cast<const T*>(hc.k_data()) + kb * hd;
       Vb = static_cast<const T*>(hc.v_data()) + kb * hd;
     } else if constexpr (std::is_same_v<T, float>) {
-      const size_t off = static_cast<size_t>(kb) * quant_row;
+      const size_t off = static_cast<size_t>(kb) * row_b;
       const auto* Kq = static_cast<const uint8_t*>(hc.k_data()) + off;
       const auto* Vq = static_cast<const uint8_t*>(hc.v_data()) + off;
 #if SNAPKV_ATTN_AVX512
@@ -158,9 +157,9 @@ void run_split(const AttentionParams& p, const float* q, const KVHeadCache& hc, 
             [&](int nh) { attn::pv_rows(S, kKeyBlock, nh, Vr, nk, hd, acc); });
       };
       if (type == KVType::Q8_0) {
-        in_registers(attn::Q8Rows{Kq, quant_row}, attn::Q8Rows{Vq, quant_row});
+        in_registers(attn::Q8Rows{Kq, row_b}, attn::Q8Rows{Vq, row_b});
       } else {
-        in_registers(attn::Q4Rows{Kq, quant_row}, attn::Q4Rows{Vq, quant_row});
+        in_registers(attn::Q4Rows{Kq, row_b}, attn::Q4Rows{Vq, row_b});
       }
       continue;
 #endif

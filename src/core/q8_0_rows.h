@@ -49,10 +49,4 @@ inline void dequantize_q8_0_row(const uint8_t* src, float* y, int n) {
   }
 }
 
-/// `rows` consecutive rows of n elements each: src rows of n / 32 * 34 bytes, y rows of n floats.
-inline void dequantize_q8_0_rows(const uint8_t* src, float* y, int64_t rows, int n) {
-  const size_t rb = kv_row_bytes(KVType::Q8_0, n);
-  for (int64_t r = 0; r < rows; ++r) dequantize_q8_0_row(src + static_cast<size_t>(r) * rb, y + r * n, n);
-}
-
 }  // namespace snapkv

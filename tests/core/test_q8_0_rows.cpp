@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/fp16.h"
+#include "core/kv_rows.h"
 #include "core/q8_0_rows.h"
 #include "core/rows_view.h"
 #include "snapkv/error.h"
@@ -70,7 +71,7 @@ TEST(Q8_0Rows, ErrorWithinHalfAStepAndSimdEqualsScalar) {
   std::vector<uint8_t> b(7 * static_cast<size_t>(n) / 32 * 34);
   for (int r = 0; r < 7; ++r) quantize_q8_0_row(x.data() + r * n, b.data() + static_cast<size_t>(r) * n / 32 * 34, n);
   std::vector<float> y(x.size());
-  dequantize_q8_0_rows(b.data(), y.data(), 7, n);
+  dequantize_kv_rows(KVType::Q8_0, b.data(), y.data(), 7, n);
   for (size_t blk = 0; blk < x.size() / 32; ++blk) {
     float amax = 0.0f;
     for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[blk * 32 + static_cast<size_t>(j)]));
