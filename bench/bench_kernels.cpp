@@ -43,6 +43,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -204,7 +205,7 @@ class OldDecode {
            float* out) {
     namespace attn = snapkv::attn;
     const int G = p.n_head / p.n_head_kv, hd = p.head_dim;
-    const bool f16 = cache.heads[0].type() == snapkv::KVType::F16;
+    const bool f16 = cache.heads[0].k_type() == snapkv::KVType::F16;
     const float* qa = q;
     if (f16) {
       attn::round_f16_row(q, q16_.data(), static_cast<int64_t>(q16_.size()));
@@ -347,16 +348,19 @@ constexpr double kDecodeFootprint = 640e6;  // bytes of caches cycled through (>
 
 /// Built on first use and kept until another (shape, keys, rows, warm) is asked for. warm: one
 /// set only, read again by every iteration (cache-resident when small: the compute ceiling).
-const DecodeData& decode_data(const AttnShape& s, int64_t keys, int64_t rows, bool warm, snapkv::KVType type) {
+/// Keys stored as `type`, values as `vtype`.
+const DecodeData& decode_data(const AttnShape& s, int64_t keys, int64_t rows, bool warm, snapkv::KVType type,
+                              snapkv::KVType vtype) {
   static std::string built;
   static std::unique_ptr<DecodeData> d;
-  const std::string id = fmt::format("{}/{}/{}/{}/{}", s.model, keys, rows, warm, snapkv::kv_type_name(type));
+  const std::string id = fmt::format("{}/{}/{}/{}/{}/{}", s.model, keys, rows, warm, snapkv::kv_type_name(type),
+                                     snapkv::kv_type_name(vtype));
   if (d && built == id) return *d;
   d.reset();
   d = std::make_unique<DecodeData>();
   d->keys = keys;
   d->rows = rows;
-  d->bytes_per_set = static_cast<size_t>(rows * s.n_head_kv * keys) * 2 * snapkv::kv_row_bytes(type, s.head_dim);
+  d->bytes_per_set = static_cast<size_t>(rows * s.n_head_kv * keys) * snapkv::kv_entry_bytes(type, vtype, s.head_dim);
   d->copies =
       warm ? 1 : std::max<int64_t>(1, static_cast<int64_t>(kDecodeFootprint / static_cast<double>(d->bytes_per_set)));
   const size_t qn = static_cast<size_t>(s.n_head) * static_cast<size_t>(s.head_dim);
@@ -378,7 +382,7 @@ const DecodeData& decode_data(const AttnShape& s, int64_t keys, int64_t rows, bo
     for (int g = 0; g < s.n_head_kv; ++g) {
       for (auto& e : k) e = 2.0f * uniform();
       for (auto& e : v) e = uniform();
-      snapkv::KVHeadCache h(type, s.head_dim);
+      snapkv::KVHeadCache h(type, vtype, s.head_dim);
       h.append(keys, pos.data(), k.data(), s.head_dim, v.data(), s.head_dim);
       cache->heads.push_back(std::move(h));
     }
@@ -391,8 +395,8 @@ const DecodeData& decode_data(const AttnShape& s, int64_t keys, int64_t rows, bo
 }
 
 void run_decode_attn(benchmark::State& st, AttnShape s, int64_t keys, int64_t rows, int threads, bool old, bool warm,
-                     snapkv::KVType type) {
-  const DecodeData& d = decode_data(s, keys, rows, warm, type);
+                     snapkv::KVType type, snapkv::KVType vtype) {
+  const DecodeData& d = decode_data(s, keys, rows, warm, type, vtype);
   const snapkv::AttentionParams p = s.params();
   snapkv::DecodeWorkspace ws(p, rows);
   OldDecode peer(p, keys);
@@ -594,15 +598,18 @@ void register_all() {
   // Decode attention: SmolLM2 (9 query heads, 3 KV heads, head_dim 64) and Gemma 3 270M (4 / 1 /
   // 256) shapes; the (shape, keys, rows) loop is outermost so each cache set is built once.
   // old / new: the previous and the split-K kernel over F16 caches; q8_0 / q4_0: the split-K kernel
-  // over Q8_0 / Q4_0 caches (registered after the F16 ones: a set is rebuilt when the type changes).
+  // over Q8_0 / Q4_0 caches (registered after the F16 ones: a set is rebuilt when the type changes);
+  // q8_0_q4_0: Q8_0 keys with Q4_0 values.
   const AttnShape attn_shapes[] = {{"smollm2", 9, 3, 64}, {"gemma3", 4, 1, 256}};
   auto reg_attn = [](const AttnShape& s, int64_t keys, int64_t rows, int th, bool old, bool warm,
-                     snapkv::KVType type = snapkv::KVType::F16) {
-    const std::string kernel = snapkv::kv_type_quantized(type) ? snapkv::kv_type_name(type) : old ? "old" : "new";
+                     snapkv::KVType type = snapkv::KVType::F16, std::optional<snapkv::KVType> v = std::nullopt) {
+    const snapkv::KVType vtype = v.value_or(type);
+    std::string kernel = snapkv::kv_type_quantized(type) ? snapkv::kv_type_name(type) : old ? "old" : "new";
+    if (vtype != type) kernel += std::string("_") + snapkv::kv_type_name(vtype);
     const std::string name = fmt::format("DecodeAttn/{}/{}/keys:{}/rows:{}/threads:{}{}", s.model, kernel, keys, rows,
                                          th, warm ? "/warm" : "");
-    benchmark::RegisterBenchmark(name.c_str(),
-                                 [=](benchmark::State& st) { run_decode_attn(st, s, keys, rows, th, old, warm, type); })
+    benchmark::RegisterBenchmark(
+        name.c_str(), [=](benchmark::State& st) { run_decode_attn(st, s, keys, rows, th, old, warm, type, vtype); })
         ->UseRealTime()
         ->Unit(benchmark::kMicrosecond)
         ->ComputeStatistics("min", min_of);
@@ -621,6 +628,9 @@ void register_all() {
     for (const int64_t keys : {1024, 4096, 16384, 32768})
       for (const int th : {1, 2}) reg_attn(s, keys, 1, th, false, false, snapkv::KVType::Q4_0);
     reg_attn(s, 1024, 1, 1, false, true, snapkv::KVType::Q4_0);
+    for (const int64_t keys : {1024, 4096, 16384, 32768})
+      for (const int th : {1, 2}) reg_attn(s, keys, 1, th, false, false, snapkv::KVType::Q8_0, snapkv::KVType::Q4_0);
+    reg_attn(s, 1024, 1, 1, false, true, snapkv::KVType::Q8_0, snapkv::KVType::Q4_0);
   }
 
   benchmark::RegisterBenchmark("FmaPeak", BM_FmaPeak)

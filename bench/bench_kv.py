@@ -68,6 +68,8 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--budget", type=int, default=1024, help="SnapKV budget (tokens kept per KV head)")
     ap.add_argument("-r", "--reps", type=int, default=1, help="repetitions (medians of tok/s and TTFT)")
     ap.add_argument("--kv-type", choices=["f16", "f32", "q8_0", "q4_0"], default=None, help="KV cache type (default: the engine's)")
+    ap.add_argument("--kv-type-v", choices=["f16", "f32", "q8_0", "q4_0"], default=None,
+                    help="KV cache type of values (default: --kv-type's; e.g. --kv-type q8_0 --kv-type-v q4_0)")
     bl.add_prefill_attn_arg(ap)
     ap.add_argument("--bandwidth-gbs", type=float, default=None, help="read bandwidth in GB/s (default: measure)")
     ap.add_argument("--no-cap", action="store_true", help="do not cap prompt + n_gen at the training context")
@@ -194,6 +196,8 @@ def main() -> None:
                     args += ["--budget", a.budget]
                 if a.kv_type:
                     args += ["--kv-type", a.kv_type]
+                if a.kv_type_v:
+                    args += ["--kv-type-v", a.kv_type_v]
                 args += bl.prefill_attn_args(a)
                 reports = []
                 try:
@@ -229,7 +233,10 @@ def main() -> None:
                     f"{r.get('compression_ms', 0):.0f}" if press != "none" else "-",
                 ])
 
-    kv_types = sorted({x["reports"][0].get("kv_type", "?") for x in raw}) or ["?"]
+    def kv_name(r):  # "q8_0" or, keys and values of two types, "q8_0/q4_0"
+        k, v = r.get("kv_type", "?"), r.get("kv_type_v", r.get("kv_type", "?"))
+        return k if k == v else f"{k} keys, {v} values"
+    kv_types = sorted({kv_name(x["reports"][0]) for x in raw}) or ["?"]
     print(f"## SnapKV vs full cache: {a.threads} threads, {a.n_gen} generated tokens, KV {'/'.join(kv_types)}, "
           f"prefill attention {bl.prefill_attn_name(a)}, median of {a.reps}\n")
     extra = {"snapkv binary": f"{a.snapkv} ({bl.snapkv_version(a.snapkv)})",

@@ -44,6 +44,8 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--prompt-tokens", default="512,4096", help="comma list of prompt lengths in tokens (BOS included)")
     ap.add_argument("-n", "--n-gen", type=int, default=128, help="generated tokens per run")
     ap.add_argument("-r", "--reps", type=int, default=3, help="repetitions per peer; medians are reported")
+    ap.add_argument("--kv-type-v", choices=["f16", "f32", "q8_0", "q4_0"], default=None,
+                    help="values' KV type on both sides (default: --kv-type's; e.g. --kv-type q8_0 --kv-type-v q4_0)")
     ap.add_argument("--kv-type", choices=["f16", "f32", "q8_0", "q4_0"], default="f16",
                     help="KV cache element type on both sides (q8_0 / q4_0: llama.cpp needs flash attention on for a "
                          "quantized V cache, so only its FA-on peer runs)")
@@ -106,9 +108,11 @@ def main() -> None:
         prompts[n] = {"file": path, "ids": ids, "tokenizer_check": check}
 
     fa = {"off": [False], "on": [True], "both": [False, True]}[a.flash_attn]
-    if a.kv_type in ("q8_0", "q4_0"):
+    kv_v = a.kv_type_v or a.kv_type
+    if kv_v in ("q8_0", "q4_0") or a.kv_type in ("q8_0", "q4_0"):
         if a.flash_attn == "off":
-            bl.fail(f"--kv-type {a.kv_type}: llama.cpp quantizes the V cache only with flash attention on")
+            bl.fail(f"--kv-type {a.kv_type} / --kv-type-v {kv_v}: llama.cpp quantizes the V cache only with flash "
+                    "attention on")
         fa = [True]
     llama_peers = [f"llama.cpp FA {'on' if f else 'off'}" for f in fa]
     peers = ([] if a.llama_only else ["snapkv"]) + llama_peers
@@ -128,13 +132,15 @@ def main() -> None:
                             r = bl.run_snapkv(
                                 a.snapkv,
                                 ["-m", a.model, "-f", prompts[n]["file"], "-n", a.n_gen, "-t", a.threads, "--temp", "0",
-                                 "--ignore-eos", "-c", n_ctx, "--kv-type", a.kv_type, "--press", "none",
+                                 "--ignore-eos", "-c", n_ctx, "--kv-type", a.kv_type,
+                                 *(["--kv-type-v", a.kv_type_v] if a.kv_type_v else []), "--press", "none",
                                  *bl.prefill_attn_args(a)],
                             )
                         else:
                             r = bl.run_llamacpp(
                                 {"model": str(a.model), "token_ids": prompts[n]["ids"], "n_gen": a.n_gen,
-                                 "threads": a.threads, "n_ctx": n_ctx, "kv_type": a.kv_type, "n_batch": a.n_batch,
+                                 "threads": a.threads, "n_ctx": n_ctx, "kv_type": a.kv_type, "kv_type_v": kv_v,
+                                 "n_batch": a.n_batch,
                                  "n_ubatch": a.n_ubatch, "flash_attn": peer.endswith("on")}
                             )
                     r["other_cpu_share"] = busy.share
@@ -184,7 +190,8 @@ def main() -> None:
         cells += [f"{'/'.join(agree)} of {a.n_gen} ({prompts[n]['tokenizer_check']})"]
         rows.append(cells)
 
-    print(f"## snapkv vs llama.cpp: {a.model.name}, {a.threads} threads, KV {a.kv_type}, {a.n_gen} generated tokens, "
+    kv_desc = a.kv_type if kv_v == a.kv_type else f"{a.kv_type} keys, {kv_v} values"
+    print(f"## snapkv vs llama.cpp: {a.model.name}, {a.threads} threads, KV {kv_desc}, {a.n_gen} generated tokens, "
           f"median of {a.reps}; snapkv prefill attention {bl.prefill_attn_name(a)}; llama.cpp n_batch {a.n_batch}, n_ubatch {a.n_ubatch}\n")
     extra = {"llama-cpp-python": f"{vers['llama_cpp_python']} (ggml {vers['ggml_commit']})", "model": a.model.name}
     if not a.llama_only:

@@ -3,7 +3,8 @@
 
 Reads a JSON request on stdin:
     {"model": PATH, "token_ids": [...], "n_gen": 128, "threads": 2, "n_ctx": N,
-     "kv_type": "f16"|"f32"|"q8_0"|"q4_0", "n_batch": 2048, "n_ubatch": 512, "flash_attn": false}
+     "kv_type": "f16"|"f32"|"q8_0"|"q4_0", "kv_type_v": (optional, values' type; default kv_type),
+     "n_batch": 2048, "n_ubatch": 512, "flash_attn": false}
 evaluates the prompt token ids (BOS included by the caller), then generates n_gen tokens
 greedily (argmax of raw logits, ties -> lowest id, EOS ignored), and prints one JSON line:
     {"n_prompt_tokens", "prefill_ms", "prefill_tokens_per_s", "n_decode_evals",
@@ -28,8 +29,10 @@ def main() -> None:
     req = json.load(sys.stdin)
     import llama_cpp
 
-    kv = {"f16": llama_cpp.GGML_TYPE_F16, "f32": llama_cpp.GGML_TYPE_F32,
-          "q8_0": llama_cpp.GGML_TYPE_Q8_0, "q4_0": llama_cpp.GGML_TYPE_Q4_0}[req.get("kv_type", "f16")]
+    types = {"f16": llama_cpp.GGML_TYPE_F16, "f32": llama_cpp.GGML_TYPE_F32,
+             "q8_0": llama_cpp.GGML_TYPE_Q8_0, "q4_0": llama_cpp.GGML_TYPE_Q4_0}
+    kv = types[req.get("kv_type", "f16")]
+    kv_v = types[req.get("kv_type_v") or req.get("kv_type", "f16")]
     llm = llama_cpp.Llama(
         req["model"],
         n_ctx=int(req["n_ctx"]),
@@ -39,7 +42,7 @@ def main() -> None:
         n_threads_batch=int(req["threads"]),
         flash_attn=bool(req.get("flash_attn", False)),
         type_k=kv,
-        type_v=kv,
+        type_v=kv_v,
         logits_all=False,
         n_gpu_layers=0,
         verbose=False,

@@ -88,6 +88,8 @@ _SIGNATURES = {
                                          _SIZEP]),
     "snapkv_token_is_eog": (ctypes.c_int, [_P, ctypes.c_int32, ctypes.POINTER(ctypes.c_int)]),
     "snapkv_sequence_new": (ctypes.c_int, [_P, ctypes.c_int64, ctypes.c_int, ctypes.POINTER(_P)]),
+    "snapkv_sequence_new_kv": (ctypes.c_int, [_P, ctypes.c_int64, ctypes.c_int, ctypes.c_int, ctypes.c_char_p,
+                                              ctypes.POINTER(_P)]),
     "snapkv_sequence_free": (None, [_P]),
     "snapkv_sequence_fork": (ctypes.c_int, [_P, ctypes.POINTER(_P)]),
     "snapkv_sequence_reset": (ctypes.c_int, [_P]),
@@ -215,13 +217,20 @@ class Engine:
         _check(self.lib, self.lib.snapkv_token_is_eog(self._h, token, ctypes.byref(r)))
         return bool(r.value)
 
-    def new_sequence(self, n_ctx: int = 0, kv_type: str = "f16", cold_tier: Optional[str] = None) -> "Sequence":
+    def new_sequence(self, n_ctx: int = 0, kv_type: str = "f16", cold_tier: Optional[str] = None,
+                     kv_type_v: Optional[str] = None) -> "Sequence":
         """A new sequence; cold_tier ("int8", "f16" or "disk:DIR") keeps what a press evicts for follow-up
-        questions (Sequence.prefill_reselect)."""
-        if kv_type not in KV_TYPES:
-            raise ValueError(f"kv_type must be one of {sorted(KV_TYPES)}")
+        questions (Sequence.prefill_reselect). kv_type stores keys (and values unless kv_type_v): e.g.
+        kv_type="q8_0", kv_type_v="q4_0"."""
+        for name, t in (("kv_type", kv_type), ("kv_type_v", kv_type_v)):
+            if t is not None and t not in KV_TYPES:
+                raise ValueError(f"{name} must be one of {sorted(KV_TYPES)}")
         h = _P()
-        if cold_tier is None:
+        if kv_type_v is not None:
+            _check(self.lib, self.lib.snapkv_sequence_new_kv(self._h, n_ctx, KV_TYPES[kv_type], KV_TYPES[kv_type_v],
+                                                             cold_tier.encode() if cold_tier else None,
+                                                             ctypes.byref(h)))
+        elif cold_tier is None:
             _check(self.lib, self.lib.snapkv_sequence_new(self._h, n_ctx, KV_TYPES[kv_type], ctypes.byref(h)))
         else:
             _check(self.lib, self.lib.snapkv_sequence_new_cold(self._h, n_ctx, KV_TYPES[kv_type], cold_tier.encode(),

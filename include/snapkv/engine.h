@@ -63,6 +63,9 @@ struct ModelInfo {
   /// head_dim / 32 x 34; Q4_0: x 18). Throws snapkv::Error when t cannot store rows of head_dim (Q8_0 /
   /// Q4_0, head_dim % 32 != 0).
   size_t kv_bytes_per_token(KVType t) const;
+  /// The same with keys of type `k` and values of type `v`: n_layer x n_head_kv x
+  /// kv_entry_bytes(k, v, head_dim). Throws snapkv::Error as kv_row_bytes does.
+  size_t kv_bytes_per_token(KVType k, KVType v) const;
 };
 
 class Engine {

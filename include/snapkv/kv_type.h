@@ -76,6 +76,32 @@ inline size_t kv_row_bytes(KVType t, int head_dim) {
   return 0;
 }
 
+/// Whether keys of type `k` and values of type `v` can share a cache: equal types, or any two
+/// block-quantized types (e.g. q8_0 keys with q4_0 values, llama.cpp's `-ctk q8_0 -ctv q4_0`).
+/// F16 / F32 keys or values are not mixed with another type.
+inline constexpr bool kv_types_combine(KVType k, KVType v) {
+  return k == v || (kv_type_quantized(k) && kv_type_quantized(v));
+}
+
+/// Empty when keys of type `k` and values of type `v` can be stored in rows of `head_dim`
+/// elements; otherwise a sentence saying why not (for error messages).
+inline std::string kv_types_problem(KVType k, KVType v, int head_dim) {
+  if (!kv_types_combine(k, v))
+    return std::string("keys of type ") + kv_type_name(k) + " with values of type " + kv_type_name(v) +
+           ": mixed key / value types must both be quantized (q8_0 / q4_0)";
+  for (const KVType t : {k, v})
+    if (!kv_type_supports(t, head_dim))
+      return std::string(kv_type_name(t)) + " needs a head_dim that is a multiple of 32; this model's is " +
+             std::to_string(head_dim);
+  return {};
+}
+
+/// Bytes of one KV entry of one head: a key row of type `k` plus a value row of type `v`
+/// (kv_row_bytes of each). Throws snapkv::Error as kv_row_bytes does.
+inline size_t kv_entry_bytes(KVType k, KVType v, int head_dim) {
+  return kv_row_bytes(k, head_dim) + kv_row_bytes(v, head_dim);
+}
+
 /// The KVType named `name` (as kv_type_name gives it), or nullopt for any other string.
 inline std::optional<KVType> kv_type_from_name(std::string_view name) {
   if (name == "f16") return KVType::F16;

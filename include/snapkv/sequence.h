@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -28,7 +29,13 @@ class KVCache;
 /// Settings of a new sequence.
 struct SequenceOptions {
   int64_t n_ctx = 0;  ///< positions the sequence may hold (tokens); 0 = the model's n_ctx_train
+  /// Element type of the stored keys, and of the values unless kv_type_v is set.
   KVType kv_type = KVType::F16;
+  /// Element type of the stored values when it differs from the keys' (llama.cpp's `-ctv`). Mixed
+  /// types must both be quantized (kv_types_combine), e.g. q8_0 keys with q4_0 values: the values'
+  /// 4-bit rounding costs far less quality than the keys' (docs/quality.md, "4-bit KV cache").
+  /// new_sequence throws snapkv::Error for a combination kv_types_combine rejects.
+  std::optional<KVType> kv_type_v;
   bool log_kept = false;  ///< record the kept positions and scores of every compressed layer (kept())
   /// Cold tier (issue 10): when a press compresses a layer, all its prompt entries are first
   /// copied to a cold store (int8 by default; RAM or a file), which PrefillOptions::reselect reads
@@ -114,7 +121,9 @@ class Sequence {
   int64_t n_past() const;
   /// Most positions this sequence may hold.
   int64_t n_ctx() const;
+  /// Element type of the stored keys (SequenceOptions::kv_type) and values (kv_type_v, or kv_type).
   KVType kv_type() const;
+  KVType kv_type_v() const;
   /// The cold tier's settings (SequenceOptions::cold_tier; a restored session's: load_session).
   const ColdTierOptions& cold_tier() const;
   const SequenceStats& stats() const;

@@ -199,6 +199,15 @@ SNAPKV_API snapkv_status snapkv_token_is_eog(const snapkv_engine* engine, int32_
  *  SNAPKV_KV_Q4_0 for a model whose head_dim is not a multiple of 32). */
 SNAPKV_API snapkv_status snapkv_sequence_new(const snapkv_engine* engine, int64_t n_ctx, snapkv_kv_type kv_type,
                                              snapkv_sequence** out) SNAPKV_NOEXCEPT;
+/** snapkv_sequence_new with keys stored as `k_type` and values as `v_type` (llama.cpp's -ctk /
+ *  -ctv), and an optional cold tier (`cold_tier` NULL: none; otherwise as
+ *  snapkv_sequence_new_cold). The two types are equal or both quantized (SNAPKV_KV_Q8_0 /
+ *  SNAPKV_KV_Q4_0), e.g. Q8_0 keys (34 bytes per 32 elements) with Q4_0 values (18 bytes).
+ *  Errors: as snapkv_sequence_new_cold, and SNAPKV_ERR_INVALID_ARGUMENT naming k_type or v_type
+ *  for a value outside snapkv_kv_type or for types that do not combine. */
+SNAPKV_API snapkv_status snapkv_sequence_new_kv(const snapkv_engine* engine, int64_t n_ctx, snapkv_kv_type k_type,
+                                                snapkv_kv_type v_type, const char* cold_tier,
+                                                snapkv_sequence** out) SNAPKV_NOEXCEPT;
 /** Releases the sequence (NULL is ignored). */
 SNAPKV_API void snapkv_sequence_free(snapkv_sequence* seq) SNAPKV_NOEXCEPT;
 /** A copy of `seq` (KV cache, positions, statistics) in *out: costs a copy of its KV bytes.

@@ -59,9 +59,10 @@ void attention(const AttentionParams& p, const float* q, const int32_t* q_pos, i
   for (const auto& hc : cache.heads) {
     if (hc.head_dim() != p.head_dim)
       throw Error(fmt::format("attention: cache head_dim {} != {}", hc.head_dim(), p.head_dim));
-    if (hc.type() != cache.heads[0].type())
-      throw Error(fmt::format("attention: cache heads of types {} and {} in one layer", kv_type_name(hc.type()),
-                              kv_type_name(cache.heads[0].type())));
+    if (hc.k_type() != cache.heads[0].k_type() || hc.v_type() != cache.heads[0].v_type())
+      throw Error(fmt::format("attention: cache heads of types {}/{} and {}/{} in one layer", kv_type_name(hc.k_type()),
+                              kv_type_name(hc.v_type()), kv_type_name(cache.heads[0].k_type()),
+                              kv_type_name(cache.heads[0].v_type())));
   }
 
   if (n_q == 1) {
@@ -83,7 +84,7 @@ void attention(const AttentionParams& p, const float* q, const int32_t* q_pos, i
   }
 
   const int hd = p.head_dim;
-  const bool f16 = cache.heads[0].type() == KVType::F16;
+  const bool f16 = cache.heads[0].k_type() == KVType::F16;  // kv_types_combine: values F16 too
   const size_t q_floats = static_cast<size_t>(n_q) * static_cast<size_t>(p.n_head) * static_cast<size_t>(hd);
   if (q_floats > ws.q16_.size()) throw Error("attention: query buffer of the workspace too small");
 

@@ -73,17 +73,20 @@ void check_shape(const AttentionParams& s) {
 /// Every head's slot ends as (a_s [hd], m_s, l_s); m_s = -inf and l_s = 0 when no key was seen.
 /// A Q8_0 / Q4_0 cache runs with T = float on the values dequantize_kv_rows() gives: with AVX-512
 /// the tiles dequantize in registers (attn::Q8Rows, attn::Q4Rows); otherwise each key block's K and V rows
-/// are dequantized into `tile` ([2][kKeyBlock][hd] floats; null unless uses_tile(hc.type())).
+/// are dequantized into `tile` ([2][kKeyBlock][hd] floats; null unless uses_tile(hc.k_type())).
+/// Keys and values may be of two quantized types (kv_types_combine); otherwise one type.
 template <typename T>
 void run_split(const AttentionParams& p, const float* q, const KVHeadCache& hc, int g, int64_t j0, int64_t j1,
                int split, bool exact, float* part, float* tile) {
   const int G = p.n_head / p.n_head_kv;
   const int hd = p.head_dim;
   const size_t slot = static_cast<size_t>(hd) + 2;
-  const KVType type = hc.type();
-  const bool quant = kv_type_quantized(type);
-  // Bytes of one K (or V) row: sizeof(T) * hd for F16 / F32; throws for quantized with hd % 32 != 0.
-  const size_t row_b = kv_row_bytes(type, hd);
+  const KVType k_type = hc.k_type();
+  const KVType v_type = hc.v_type();
+  const bool quant = kv_type_quantized(k_type);  // then v_type is quantized too
+  // Bytes of one K row and one V row: sizeof(T) * hd for F16 / F32.
+  const size_t k_rb = hc.k_row_bytes();
+  const size_t v_rb = hc.v_row_bytes();
   auto slot_of = [&](int hh) { return part + (static_cast<size_t>(g * G + hh) * kMaxSplits + split) * slot; };
   for (int hh = 0; hh < G; ++hh) {
     float* a = slot_of(hh);
@@ -136,10 +139,10 @@ void run_split(const AttentionParams& p, const float* q, const KVHeadCache& hc, 
     // Ask for the next block's K and V rows (into L2) while this one computes: the hardware
     // prefetchers alone left a 16K-key decode at 6-9 GB/s per core (see decode_prefetch()).
     if (prefetch && kb + kKeyBlock < j1) {
-      const size_t from = static_cast<size_t>(kb + kKeyBlock) * row_b;
-      const size_t to = static_cast<size_t>(std::min<int64_t>(kb + 2 * kKeyBlock, j1)) * row_b;
-      attn::prefetch_l2(static_cast<const char*>(hc.k_data()) + from, to - from);
-      attn::prefetch_l2(static_cast<const char*>(hc.v_data()) + from, to - from);
+      const auto from = static_cast<size_t>(kb + kKeyBlock);
+      const auto to = static_cast<size_t>(std::min<int64_t>(kb + 2 * kKeyBlock, j1));
+      attn::prefetch_l2(static_cast<const char*>(hc.k_data()) + from * k_rb, (to - from) * k_rb);
+      attn::prefetch_l2(static_cast<const char*>(hc.v_data()) + from * v_rb, (to - from) * v_rb);
     }
     const T* Kb = nullptr;
     const T* Vb = nullptr;
@@ -147,24 +150,28 @@ void run_split(const AttentionParams& p, const float* q, const KVHeadCache& hc, 
       Kb = static_cast<const T*>(hc.k_data()) + kb * hd;
       Vb = static_cast<const T*>(hc.v_data()) + kb * hd;
     } else if constexpr (std::is_same_v<T, float>) {
-      const size_t off = static_cast<size_t>(kb) * row_b;
-      const auto* Kq = static_cast<const uint8_t*>(hc.k_data()) + off;
-      const auto* Vq = static_cast<const uint8_t*>(hc.v_data()) + off;
+      const auto* Kq = static_cast<const uint8_t*>(hc.k_data()) + static_cast<size_t>(kb) * k_rb;
+      const auto* Vq = static_cast<const uint8_t*>(hc.v_data()) + static_cast<size_t>(kb) * v_rb;
 #if SNAPKV_ATTN_AVX512
       auto in_registers = [&](const auto& Kr, const auto& Vr) {
         block(
             nk, [&](int nh) { attn::scores_rows(qh, nh, Kr, nk, hd, p.scale, S, kKeyBlock); },
             [&](int nh) { attn::pv_rows(S, kKeyBlock, nh, Vr, nk, hd, acc); });
       };
-      if (type == KVType::Q8_0) {
-        in_registers(attn::Q8Rows{Kq, row_b}, attn::Q8Rows{Vq, row_b});
-      } else {
-        in_registers(attn::Q4Rows{Kq, row_b}, attn::Q4Rows{Vq, row_b});
-      }
+      auto with_values = [&](const auto& Kr) {
+        if (v_type == KVType::Q8_0)
+          in_registers(Kr, attn::Q8Rows{Vq, v_rb});
+        else
+          in_registers(Kr, attn::Q4Rows{Vq, v_rb});
+      };
+      if (k_type == KVType::Q8_0)
+        with_values(attn::Q8Rows{Kq, k_rb});
+      else
+        with_values(attn::Q4Rows{Kq, k_rb});
       continue;
 #endif
-      dequantize_kv_rows(type, Kq, tile, nk, hd);
-      dequantize_kv_rows(type, Vq, tile + kKeyBlock * hd, nk, hd);
+      dequantize_kv_rows(k_type, Kq, tile, nk, hd);
+      dequantize_kv_rows(v_type, Vq, tile + kKeyBlock * hd, nk, hd);
       Kb = tile;
       Vb = tile + kKeyBlock * hd;
     }
@@ -251,7 +258,7 @@ void attention_decode(const AttentionParams& p, std::span<const DecodeQuery> row
       if (hc.head_dim() != hd)
         throw Error(fmt::format("attention_decode: row {}: cache head {} has head_dim {}, expected {}", r, g,
                                 hc.head_dim(), hd));
-      if (hc.type() != c.heads[0].type())
+      if (hc.k_type() != c.heads[0].k_type() || hc.v_type() != c.heads[0].v_type())
         throw Error(fmt::format("attention_decode: row {}: cache heads 0 and {} have different element types", r, g));
       const size_t i = static_cast<size_t>(r * Hkv + g);
       JE[i] = attn::upper_index(hc.pos_data(), hc.size(), row.pos);
@@ -259,9 +266,9 @@ void attention_decode(const AttentionParams& p, std::span<const DecodeQuery> row
       visible += JE[i] - JB[i];
       off[i + 1] = off[i] + DecodeWorkspace::n_splits(JE[i] - JB[i]);
     }
-    any_tile = any_tile || uses_tile(c.heads[0].type());
+    any_tile = any_tile || uses_tile(c.heads[0].k_type());
     // ggml converts the f32 operand of an F16 mat-mul to F16: round the queries the same way.
-    if (c.heads[0].type() == KVType::F16)
+    if (c.heads[0].k_type() == KVType::F16)
       attn::round_f16_row(row.q, ws.q16_.data() + static_cast<size_t>(r) * row_q, static_cast<int64_t>(row_q));
   }
 
@@ -290,12 +297,12 @@ void attention_decode(const AttentionParams& p, std::span<const DecodeQuery> row
       const int64_t j0 = JB[i] + split * len;
       const int64_t j1 = std::min(JE[i], j0 + len);
       float* part = partial + static_cast<size_t>(r) * row_part;
-      if (hc.type() == KVType::F16) {
+      if (hc.k_type() == KVType::F16) {  // kv_types_combine: the values are F16 too
         run_split<uint16_t>(p, q16 + static_cast<size_t>(r) * row_q, hc, g, j0, j1, split, hd < attn::kExactDotBelow,
                             part, nullptr);
-      } else if (kv_type_quantized(hc.type())) {
+      } else if (kv_type_quantized(hc.k_type())) {  // and the values quantized too
         float* tile =
-            uses_tile(hc.type()) ? quant_tiles + static_cast<size_t>(omp_get_thread_num()) * tile_floats : nullptr;
+            uses_tile(hc.k_type()) ? quant_tiles + static_cast<size_t>(omp_get_thread_num()) * tile_floats : nullptr;
         run_split<float>(p, rows[static_cast<size_t>(r)].q, hc, g, j0, j1, split, false, part, tile);
       } else {
         run_split<float>(p, rows[static_cast<size_t>(r)].q, hc, g, j0, j1, split, false, part, nullptr);

@@ -47,8 +47,9 @@ void attention_prefill(const AttentionParams& p, const float* q, const int32_t* 
   const size_t max_rows = prefill_block_rows(p);
   const int64_t nqb = (n_q + QB - 1) / QB;
   const int64_t n_tasks = nqb * p.n_head_kv;
-  const KVType type = cache.heads[0].type();
-  const bool f16 = type == KVType::F16;
+  const KVType k_type = cache.heads[0].k_type();
+  const KVType v_type = cache.heads[0].v_type();  // == k_type unless both are quantized
+  const bool f16 = k_type == KVType::F16;
   const bool exact_dot = f16 && hd < kExactDotBelow;
 
 #pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads)
@@ -88,10 +89,11 @@ void attention_prefill(const AttentionParams& p, const float* q, const int32_t* 
         if (with_v) f16_to_f32(static_cast<const uint16_t*>(hc.v_data()) + kb * hd, Vf, nk * hd);
         Kb = Kf;
         Vb = Vf;
-      } else if (kv_type_quantized(type)) {
-        const size_t off = static_cast<size_t>(kb) * kv_row_bytes(type, hd);
-        dequantize_kv_rows(type, static_cast<const uint8_t*>(hc.k_data()) + off, Kf, nk, hd);
-        if (with_v) dequantize_kv_rows(type, static_cast<const uint8_t*>(hc.v_data()) + off, Vf, nk, hd);
+      } else if (kv_type_quantized(k_type)) {
+        const auto row = static_cast<size_t>(kb);
+        dequantize_kv_rows(k_type, static_cast<const uint8_t*>(hc.k_data()) + row * hc.k_row_bytes(), Kf, nk, hd);
+        if (with_v)
+          dequantize_kv_rows(v_type, static_cast<const uint8_t*>(hc.v_data()) + row * hc.v_row_bytes(), Vf, nk, hd);
         Kb = Kf;
         Vb = Vf;
       } else {

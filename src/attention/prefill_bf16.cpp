@@ -211,7 +211,8 @@ void attention_prefill_bf16(const AttentionParams& p, const float* q, const int3
   const int QB = block_tokens(G);
   const int64_t nqb = (n_q + QB - 1) / QB;
   const int64_t n_tasks = nqb * p.n_head_kv;
-  const KVType type = cache.heads[0].type();
+  const KVType k_type = cache.heads[0].k_type();
+  const KVType v_type = cache.heads[0].v_type();  // == k_type unless both are quantized
   const Layout L(p);
 
 #pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads)
@@ -272,13 +273,13 @@ void attention_prefill_bf16(const AttentionParams& p, const float* q, const int3
       const int nk = static_cast<int>(std::min<int64_t>(kKB, j_end - kb));
       const int np = (nk + 1) / 2;
       // Key and value rows as f32, then bf16.
-      if (type == KVType::F16) {
+      if (k_type == KVType::F16) {
         pack_rows_bf16(static_cast<const uint16_t*>(hc.k_data()) + kb * hd, nk, hd, Kw);
         pack_value_pairs(static_cast<const uint16_t*>(hc.v_data()) + kb * hd, nk, hd, Vp);
-      } else if (kv_type_quantized(type)) {
-        const size_t off = static_cast<size_t>(kb) * kv_row_bytes(type, hd);
-        dequantize_kv_rows(type, static_cast<const uint8_t*>(hc.k_data()) + off, Kf, nk, hd);
-        dequantize_kv_rows(type, static_cast<const uint8_t*>(hc.v_data()) + off, Vf, nk, hd);
+      } else if (kv_type_quantized(k_type)) {
+        const auto row = static_cast<size_t>(kb);
+        dequantize_kv_rows(k_type, static_cast<const uint8_t*>(hc.k_data()) + row * hc.k_row_bytes(), Kf, nk, hd);
+        dequantize_kv_rows(v_type, static_cast<const uint8_t*>(hc.v_data()) + row * hc.v_row_bytes(), Vf, nk, hd);
         pack_rows_bf16(Kf, nk, hd, Kw);
         pack_value_pairs(static_cast<const float*>(Vf), nk, hd, Vp);
       } else {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <span>
 #include <string_view>
 
@@ -68,27 +69,51 @@ snapkv_status prefill_call(const char* fn, snapkv_sequence* seq, const int32_t* 
   });
 }
 
-}  // namespace
+/// The KVType of a C enum value, or nullopt for a value outside snapkv_kv_type.
+std::optional<snapkv::KVType> kv_type_of(snapkv_kv_type t) {
+  switch (snapkv::capi::enum_value(t)) {
+    case SNAPKV_KV_F16:
+      return snapkv::KVType::F16;
+    case SNAPKV_KV_F32:
+      return snapkv::KVType::F32;
+    case SNAPKV_KV_Q8_0:
+      return snapkv::KVType::Q8_0;
+    case SNAPKV_KV_Q4_0:
+      return snapkv::KVType::Q4_0;
+    default:
+      return std::nullopt;
+  }
+}
 
-extern "C" {
-
-snapkv_status snapkv_sequence_new(const snapkv_engine* engine, int64_t n_ctx, snapkv_kv_type kv_type,
-                                  snapkv_sequence** out) noexcept {
-  static constexpr const char* fn = "snapkv_sequence_new";
+/// snapkv_sequence_new / _cold / _kv: a sequence with keys of `k_type`, values of `v_type` and
+/// the cold tier `cold_tier` names (nullptr: none).
+snapkv_status new_sequence(const char* fn, const snapkv_engine* engine, int64_t n_ctx, snapkv_kv_type k_type,
+                           snapkv_kv_type v_type, const char* cold_tier, snapkv_sequence** out) {
+  snapkv::ColdTierOptions ct;
+  if (cold_tier != nullptr) {
+    const snapkv_status parsed = guarded(fn, SNAPKV_ERR_INVALID_ARGUMENT, [&] {
+      ct = snapkv::parse_cold_tier(cold_tier);
+      return SNAPKV_OK;
+    });
+    if (parsed != SNAPKV_OK) return parsed;
+  }
   if (!valid(engine)) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "engine is NULL or not a snapkv_engine");
   if (out == nullptr) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "out is NULL");
-  const int kv = snapkv::capi::enum_value(kv_type);
-  if (kv != SNAPKV_KV_F16 && kv != SNAPKV_KV_F32 && kv != SNAPKV_KV_Q8_0 && kv != SNAPKV_KV_Q4_0)
-    return fail(
-        SNAPKV_ERR_INVALID_ARGUMENT, fn,
-        "kv_type " + std::to_string(kv) + " is not SNAPKV_KV_F16, SNAPKV_KV_F32, SNAPKV_KV_Q8_0 or SNAPKV_KV_Q4_0");
+  const std::optional<snapkv::KVType> k = kv_type_of(k_type);
+  const std::optional<snapkv::KVType> v = kv_type_of(v_type);
+  auto bad = [&](const char* name, snapkv_kv_type t) {
+    return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn,
+                std::string(name) + " " + std::to_string(snapkv::capi::enum_value(t)) +
+                    " is not SNAPKV_KV_F16, SNAPKV_KV_F32, SNAPKV_KV_Q8_0 or SNAPKV_KV_Q4_0");
+  };
+  if (!k) return bad(k_type == v_type ? "kv_type" : "k_type", k_type);
+  if (!v) return bad("v_type", v_type);
   return guarded(fn, SNAPKV_ERR_INVALID_ARGUMENT, [&] {
     snapkv::SequenceOptions o;
     o.n_ctx = n_ctx;
-    o.kv_type = kv == SNAPKV_KV_F16    ? snapkv::KVType::F16
-                : kv == SNAPKV_KV_F32  ? snapkv::KVType::F32
-                : kv == SNAPKV_KV_Q8_0 ? snapkv::KVType::Q8_0
-                                       : snapkv::KVType::Q4_0;
+    o.kv_type = *k;
+    if (*v != *k) o.kv_type_v = *v;
+    o.cold_tier = ct;
     auto h = std::make_unique<snapkv_sequence>();
     h->core = engine->core;
     h->seq = engine->core->engine->new_sequence(o);
@@ -97,32 +122,25 @@ snapkv_status snapkv_sequence_new(const snapkv_engine* engine, int64_t n_ctx, sn
   });
 }
 
+}  // namespace
+
+extern "C" {
+
+snapkv_status snapkv_sequence_new(const snapkv_engine* engine, int64_t n_ctx, snapkv_kv_type kv_type,
+                                  snapkv_sequence** out) noexcept {
+  return new_sequence("snapkv_sequence_new", engine, n_ctx, kv_type, kv_type, nullptr, out);
+}
+
 snapkv_status snapkv_sequence_new_cold(const snapkv_engine* engine, int64_t n_ctx, snapkv_kv_type kv_type,
                                        const char* cold_tier, snapkv_sequence** out) noexcept {
   static constexpr const char* fn = "snapkv_sequence_new_cold";
   if (cold_tier == nullptr) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "cold_tier is NULL");
-  snapkv::ColdTierOptions ct;
-  const snapkv_status parsed = guarded(fn, SNAPKV_ERR_INVALID_ARGUMENT, [&] {
-    ct = snapkv::parse_cold_tier(cold_tier);
-    return SNAPKV_OK;
-  });
-  if (parsed != SNAPKV_OK) return parsed;
-  const snapkv_status st = snapkv_sequence_new(engine, n_ctx, kv_type, out);
-  if (st != SNAPKV_OK) return st;
-  return guarded(fn, SNAPKV_ERR_INVALID_ARGUMENT, [&] {
-    snapkv::SequenceOptions o;
-    o.n_ctx = n_ctx;
-    o.kv_type = (*out)->seq->kv_type();
-    o.cold_tier = ct;
-    try {
-      (*out)->seq = (*out)->core->engine->new_sequence(o);
-    } catch (...) {
-      snapkv::capi::destroy(*out);
-      *out = nullptr;
-      throw;
-    }
-    return SNAPKV_OK;
-  });
+  return new_sequence(fn, engine, n_ctx, kv_type, kv_type, cold_tier, out);
+}
+
+snapkv_status snapkv_sequence_new_kv(const snapkv_engine* engine, int64_t n_ctx, snapkv_kv_type k_type,
+                                     snapkv_kv_type v_type, const char* cold_tier, snapkv_sequence** out) noexcept {
+  return new_sequence("snapkv_sequence_new_kv", engine, n_ctx, k_type, v_type, cold_tier, out);
 }
 
 snapkv_status snapkv_prefill_reselect(snapkv_sequence* seq, const int32_t* tokens, size_t n_tokens,

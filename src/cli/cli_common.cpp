@@ -49,6 +49,22 @@ KVType parse_kv_type(const std::string& s, const char* flag) {
   throw Error(fmt::format("{} must be f16, f32, q8_0 or q4_0, got '{}'", flag, s));
 }
 
+std::optional<KVType> parse_kv_type_v(const std::string& s, KVType k) {
+  if (s.empty()) return std::nullopt;
+  const KVType v = parse_kv_type(s, "--kv-type-v");
+  if (!kv_types_combine(k, v))
+    throw Error(
+        fmt::format("--kv-type {} with --kv-type-v {}: mixed key / value types must both be quantized (q8_0 / "
+                    "q4_0)",
+                    kv_type_name(k), kv_type_name(v)));
+  return v;
+}
+
+void check_kv_types(KVType k, KVType v, int head_dim) {
+  if (const std::string why = kv_types_problem(k, v, head_dim); !why.empty())
+    throw Error(fmt::format("--kv-type {} / --kv-type-v {}: {}", kv_type_name(k), kv_type_name(v), why));
+}
+
 PrefillAttention parse_prefill_attention(const std::string& s) {
   if (const std::optional<PrefillAttention> a = prefill_attention_from_name(s)) return *a;
   throw Error(fmt::format("--prefill-attn must be exact or bf16, got '{}'", s));

@@ -20,6 +20,14 @@ std::string resolve_model_path(const std::string& flag);
 /// naming the flag and the accepted values for anything else.
 KVType parse_kv_type(const std::string& s, const char* flag = "--kv-type");
 
+/// The values' type of --kv-type-v `s` ("": nullopt, the keys' type), checked against the keys'
+/// type `k` (kv_types_combine). Throws snapkv::Error naming both flags.
+std::optional<KVType> parse_kv_type_v(const std::string& s, KVType k);
+
+/// Throws snapkv::Error naming --kv-type / --kv-type-v when keys of type `k` and values of type
+/// `v` cannot be stored for the model's head_dim (kv_types_problem).
+void check_kv_types(KVType k, KVType v, int head_dim);
+
 /// The PrefillAttention a --prefill-attn value names (exact, bf16). Throws snapkv::Error naming
 /// the flag and the accepted values for anything else. Whether this build runs it is the
 /// engine's check (Engine::load).

@@ -28,6 +28,7 @@ struct RunOptions {
   ChatFlags chat_flags;
   bool ignore_eos = false;
   std::string kv_type = "f16";
+  std::string kv_type_v;               ///< --kv-type-v ("": kv_type)
   std::string prefill_attn = "exact";  ///< --prefill-attn exact|bf16
   bool json = false;
   // Compression (issue 3).
@@ -68,6 +69,7 @@ struct ServeOptions {
   int64_t max_running = 64;
   int64_t prefill_rows = 4096;
   std::string kv_type = "f16";
+  std::string kv_type_v;               ///< --kv-type-v ("": kv_type)
   std::string prefill_attn = "exact";  ///< --prefill-attn exact|bf16
   float temp = 0.8f;
   int top_k = 40;
@@ -126,6 +128,7 @@ struct EvalOptions {
   std::string answer_prefix = "on";  ///< --answer-prefix on|off
   int gen_tokens = 0;
   std::string kv_type = "f16";
+  std::string kv_type_v;               ///< --kv-type-v ("": kv_type)
   std::string reference_kv_type;       ///< --reference-kv-type: fidelity's full-cache reference ("": kv_type)
   std::string prefill_attn = "exact";  ///< --prefill-attn exact|bf16 (fidelity's reference stays exact)
   std::string cold_tier = "int8";      ///< --cold-tier: the reselect protocol's

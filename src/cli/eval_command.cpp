@@ -92,6 +92,7 @@ int eval_command(const EvalOptions& o) {
   cfg.answer_prefix = o.answer_prefix == "on";
   cfg.gen_tokens = o.gen_tokens;
   cfg.kv_type = parse_kv_type(o.kv_type);
+  cfg.kv_type_v = parse_kv_type_v(o.kv_type_v, cfg.kv_type);
   if (!o.reference_kv_type.empty()) cfg.reference_kv_type = parse_kv_type(o.reference_kv_type, "--reference-kv-type");
   cfg.prefill_attention = parse_prefill_attention(o.prefill_attn);
   cfg.cold_tier = parse_cold_tier(o.cold_tier);

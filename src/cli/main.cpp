@@ -34,10 +34,16 @@ constexpr const char* kModelHelp =
 void add_press_options(CLI::App& app, RunOptions& o);
 
 // --system, --messages, --chat-template, --tools (run and chat-template).
-/// --kv-type of run, serve and eval.
-void add_kv_type_option(CLI::App& app, std::string& kv_type) {
-  app.add_option("--kv-type", kv_type, "KV cache element type (q8_0 / q4_0: ggml blocks, 34 / 18 bytes per 32 elements)")
+/// --kv-type and --kv-type-v of run, serve and eval.
+void add_kv_type_option(CLI::App& app, std::string& kv_type, std::string& kv_type_v) {
+  app.add_option("--kv-type", kv_type,
+                 "KV cache element type of keys, and of values unless --kv-type-v (q8_0 / q4_0: ggml blocks, 34 / 18 "
+                 "bytes per 32 elements; q4_0 keys cost quality, see docs/quality.md)")
       ->capture_default_str()
+      ->check(kv_type_arg());
+  app.add_option("--kv-type-v", kv_type_v,
+                 "KV cache element type of values (default: --kv-type's); mixed types must both be quantized, e.g. "
+                 "--kv-type q8_0 --kv-type-v q4_0")
       ->check(kv_type_arg());
 }
 
@@ -99,7 +105,7 @@ void add_run_options(CLI::App& run, RunOptions& o) {
   run.add_flag("--chat", o.chat, "wrap the prompt in the model's chat template (tokenizer.chat_template)");
   add_chat_flags(run, o.chat_flags, true);
   run.add_flag("--ignore-eos", o.ignore_eos, "do not stop at end-of-generation tokens");
-  add_kv_type_option(run, o.kv_type);
+  add_kv_type_option(run, o.kv_type, o.kv_type_v);
   add_prefill_attn_option(run, o.prefill_attn);
   run.add_flag("--json", o.json, "print one JSON report instead of streaming text");
 
@@ -227,7 +233,7 @@ void add_serve_options(CLI::App& s, snapkv::cli::ServeOptions& o) {
   s.add_option("--prefill-rows", o.prefill_rows, "token-layers of prefill work per engine step (continuous batching)")
       ->capture_default_str()
       ->check(int_in(1, int64_t{1} << 40));
-  add_kv_type_option(s, o.kv_type);
+  add_kv_type_option(s, o.kv_type, o.kv_type_v);
   add_prefill_attn_option(s, o.prefill_attn);
   s.add_option("--temp", o.temp, "default temperature")->capture_default_str()->check(real_in(0, 100));
   s.add_option("--top-k", o.top_k, "default top-k (0: off)")->capture_default_str()->check(int_in(0, kMaxCount));
@@ -309,7 +315,7 @@ void add_eval_options(CLI::App& ev, snapkv::cli::EvalOptions& o) {
   ev.add_option("--gen-tokens", o.gen_tokens, "tokens to generate per answer (0: each task's, RULER's)")
       ->capture_default_str()
       ->check(int_in(0, 1 << 20));
-  add_kv_type_option(ev, o.kv_type);
+  add_kv_type_option(ev, o.kv_type, o.kv_type_v);
   ev.add_option("--reference-kv-type", o.reference_kv_type,
                 "fidelity: compare against a full cache of this type (default: --kv-type), e.g. f16 with "
                 "--kv-type q8_0")

@@ -249,6 +249,7 @@ int run_command(const RunOptions& opt) {
     o.press.compression_ratio = -1;
   }
   const KVType kv_type = parse_kv_type(o.kv_type);
+  const std::optional<KVType> kv_type_v = parse_kv_type_v(o.kv_type_v, kv_type);
   const PrefillAttention prefill_attn = parse_prefill_attention(o.prefill_attn);
   check_settings(o);
   ColdTierOptions cold_tier = o.cold_tier.empty() ? ColdTierOptions{} : parse_cold_tier(o.cold_tier);
@@ -280,9 +281,7 @@ int run_command(const RunOptions& opt) {
   eo.n_threads = o.threads;
   eo.prefill_attention = prefill_attn;
   auto engine = Engine::load(model_path, eo);
-  if (!kv_type_supports(kv_type, engine->info().head_dim))
-    throw Error(fmt::format("--kv-type {} needs a head_dim that is a multiple of {}; this model's is {}",
-                            kv_type_name(kv_type), kKVQ8Block, engine->info().head_dim));
+  check_kv_types(kv_type, kv_type_v.value_or(kv_type), engine->info().head_dim);
 
   // A loaded session brings its context, press and cold tier; the questions are rendered as the
   // saved prompt was.
@@ -333,6 +332,7 @@ int run_command(const RunOptions& opt) {
   SequenceOptions so;
   so.n_ctx = o.n_ctx;
   so.kv_type = kv_type;
+  so.kv_type_v = kv_type_v;
   so.log_kept = !o.dump_kept.empty();
   so.cold_tier = cold_tier;
   auto seq = loading ? std::move(loaded) : engine->new_sequence(so);
@@ -456,6 +456,7 @@ int run_command(const RunOptions& opt) {
     j["peak_rss_bytes"] = peak_rss_bytes();
     j["threads"] = o.threads;
     j["kv_type"] = kv_type_name(seq->kv_type());  // a loaded session's own
+    j["kv_type_v"] = kv_type_name(seq->kv_type_v());
     j["prefill_attention"] = prefill_attention_name(ws.prefill_attention());
     j["press"] = flags_mode ? o.press.name : press_spec.name;
     j["press_spec"] = canonical.to_string();

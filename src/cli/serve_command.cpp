@@ -39,6 +39,7 @@ int serve_command(const ServeOptions& o) {
   sc.prefill_rows_per_step = o.prefill_rows;
   sc.n_ctx = o.n_ctx;
   sc.kv_type = parse_kv_type(o.kv_type);
+  sc.kv_type_v = parse_kv_type_v(o.kv_type_v, sc.kv_type);
   so.prefill_attention = parse_prefill_attention(o.prefill_attn);
   sc.n_threads = so.n_threads;
   sc.debug_step_delay_ms = o.debug_step_delay_ms;

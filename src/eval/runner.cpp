@@ -287,6 +287,7 @@ std::vector<Record> Runner::run_generate(const Sample& s, const std::vector<Pres
     for (const Question& q : s.questions)
       so.n_ctx = std::max<int64_t>(so.n_ctx, n_prompt + static_cast<int64_t>(q.follow_up.size()) + gen);
   so.kv_type = opt_.kv_type;
+  so.kv_type_v = opt_.kv_type_v;
   if (p == Protocol::Reselect) so.cold_tier = opt_.cold_tier;
 
   // What is still to do.
@@ -414,6 +415,7 @@ std::vector<Record> Runner::run_fidelity(const Sample& s, const std::vector<Pres
   SequenceOptions so;
   so.n_ctx = n_ctx_tokens + static_cast<int64_t>(feed.size());
   so.kv_type = opt_.kv_type;
+  so.kv_type_v = opt_.kv_type_v;
   std::vector<size_t> todo;
   int wmax = 1;
   for (size_t i = 0; i < presses.size(); ++i) {
@@ -445,9 +447,14 @@ std::vector<Record> Runner::run_fidelity(const Sample& s, const std::vector<Pres
   // A reference of another element type, or of other arithmetic, is prefilled on its own (full
   // cache, no press); otherwise it is a fork of the shared prefill.
   std::unique_ptr<Sequence> ref_base;
-  if ((opt_.reference_kv_type && *opt_.reference_kv_type != opt_.kv_type) || exact_ws) {
+  const bool other_types = opt_.reference_kv_type && (*opt_.reference_kv_type != opt_.kv_type ||
+                                                      *opt_.reference_kv_type != opt_.kv_type_v.value_or(opt_.kv_type));
+  if (other_types || exact_ws) {
     SequenceOptions ro = so;
-    ro.kv_type = opt_.reference_kv_type.value_or(opt_.kv_type);
+    if (opt_.reference_kv_type) {
+      ro.kv_type = *opt_.reference_kv_type;
+      ro.kv_type_v.reset();
+    }
     ref_base = e.new_sequence(ro);
     t0 = Clock::now();
     e.prefill(*ref_base, ctx, PrefillOptions{}, *ref_ws);

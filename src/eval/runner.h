@@ -101,7 +101,8 @@ struct RunnerOptions {
   /// Rows of one decode step (< 8: the per-row kernels, bit-identical to decoding alone).
   int max_decode_rows = 7;
   KVType kv_type = KVType::F16;
-  /// Fidelity: the reference full cache's element type (nullopt: kv_type, a fork of the same prefill).
+  std::optional<KVType> kv_type_v;  ///< the values' type when not kv_type (SequenceOptions::kv_type_v)
+  /// Fidelity: the reference full cache's element type, keys and values (nullopt: kv_type, a fork of the same prefill).
   /// The reference's prefill attention is always Exact: with a workspace that is not (BF16), the
   /// reference is prefilled on its own in an exact workspace.
   std::optional<KVType> reference_kv_type;

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <utility>
 
 #include "core/sha256.h"
 #include "eval/haystack.h"
@@ -161,6 +162,7 @@ nlohmann::ordered_json config_json(const EvalConfig& cfg, const Engine& e, const
   j["prompt_format"] = fmt.name();
   j["gen_tokens"] = cfg.gen_tokens;
   j["kv_type"] = kv_type_name(cfg.kv_type);
+  j["kv_type_v"] = kv_type_name(cfg.kv_type_v.value_or(cfg.kv_type));
   j["reference_kv_type"] = kv_type_name(cfg.reference_kv_type.value_or(cfg.kv_type));  // fidelity's reference
   j["prefill_attention"] = prefill_attention_name(cfg.prefill_attention);  // fidelity's reference: always exact
   j["cold_tier"] = cold_tier_name(cfg.cold_tier);                          // the reselect protocol's
@@ -188,6 +190,7 @@ void check_resumable(const nlohmann::json& old, const nlohmann::ordered_json& no
   same("model.sha256", old.at("model").at("sha256"), now["model"]["sha256"]);
   for (const char* k : {"tasks", "lengths", "samples", "seed", "depths", "prompt_format", "gen_tokens", "kv_type"})
     same(k, old.at(k), now[k]);
+  same("kv_type_v", old.value("kv_type_v", old.at("kv_type")), now["kv_type_v"]);  // older runs: one type
   same("reference_kv_type", old.value("reference_kv_type", old.at("kv_type")), now["reference_kv_type"]);
   // Runs before --prefill-attn were exact.
   same("prefill_attention",
@@ -229,12 +232,10 @@ SuiteResult run_suite(const EvalConfig& cfg, const std::string& out_dir, bool re
   eo.n_threads = cfg.threads;
   eo.prefill_attention = cfg.prefill_attention;
   auto engine = Engine::load(cfg.model_path, eo);
-  for (const KVType t : {cfg.kv_type, cfg.reference_kv_type.value_or(cfg.kv_type)})
-    if (!kv_type_supports(t, engine->info().head_dim))
-      throw Error(
-          fmt::format("--kv-type / --reference-kv-type {} needs a head_dim that is a multiple of {}; this "
-                      "model's is {}",
-                      kv_type_name(t), kKVQ8Block, engine->info().head_dim));
+  const KVType ref = cfg.reference_kv_type.value_or(cfg.kv_type);
+  for (const auto& [k, v] : {std::pair{cfg.kv_type, cfg.kv_type_v.value_or(cfg.kv_type)}, std::pair{ref, ref}})
+    if (const std::string why = kv_types_problem(k, v, engine->info().head_dim); !why.empty())
+      throw Error(fmt::format("--kv-type / --kv-type-v / --reference-kv-type: {}", why));
   for (int64_t L : cfg.lengths)
     if (L > engine->info().n_ctx_train)
       throw Error(fmt::format("--lengths: {} exceeds the model's context of {} tokens", L, engine->info().n_ctx_train));
@@ -244,6 +245,7 @@ SuiteResult run_suite(const EvalConfig& cfg, const std::string& out_dir, bool re
   RunnerOptions ro;
   ro.independent = cfg.independent;
   ro.kv_type = cfg.kv_type;
+  ro.kv_type_v = cfg.kv_type_v;
   ro.reference_kv_type = cfg.reference_kv_type;
   ro.gen_tokens = cfg.gen_tokens;
   ro.cold_tier = cfg.cold_tier;

@@ -48,6 +48,7 @@ struct EvalConfig {
   bool answer_prefix = true;  ///< RULER's answer prefix after the question (false: --answer-prefix off)
   int gen_tokens = 0;         ///< 0: each task's
   KVType kv_type = KVType::F16;
+  std::optional<KVType> kv_type_v;  ///< --kv-type-v: the values' type when not kv_type
   /// The fidelity task's reference (the "full" distribution every press is compared with): a full
   /// cache of this element type (--reference-kv-type; default: kv_type, the same cache uncompressed).
   /// E.g. kv_type Q8_0 with reference F16 measures quantization and compression together.

@@ -25,15 +25,27 @@ void free_bytes(void* p) {
 
 }  // namespace
 
-KVHeadCache::KVHeadCache(KVType type, int head_dim) : type_(type), head_dim_(head_dim) {
+KVHeadCache::KVHeadCache(KVType k_type, KVType v_type, int head_dim)
+    : k_type_(k_type), v_type_(v_type), head_dim_(head_dim) {
   if (head_dim < 1) throw Error(fmt::format("KV cache: head_dim {} must be >= 1", head_dim));
-  if (!kv_type_supports(type, head_dim))
-    throw Error(fmt::format("KV cache: type {} needs head_dim a multiple of {}, got {}", kv_type_name(type), kKVQ8Block,
-                            head_dim));
+  if (!kv_types_combine(k_type, v_type))
+    throw Error(
+        fmt::format("KV cache: keys of type {} with values of type {}: mixed types must both be quantized "
+                    "(q8_0 / q4_0)",
+                    kv_type_name(k_type), kv_type_name(v_type)));
+  for (const KVType t : {k_type, v_type})
+    if (!kv_type_supports(t, head_dim))
+      throw Error(fmt::format("KV cache: type {} needs head_dim a multiple of {}, got {}", kv_type_name(t), kKVQ8Block,
+                              head_dim));
+  k_rb_ = kv_row_bytes(k_type, head_dim);
+  v_rb_ = kv_row_bytes(v_type, head_dim);
 }
 
 KVHeadCache::KVHeadCache(KVHeadCache&& o) noexcept
-    : type_(o.type_),
+    : k_type_(o.k_type_),
+      v_type_(o.v_type_),
+      k_rb_(o.k_rb_),
+      v_rb_(o.v_rb_),
       head_dim_(o.head_dim_),
       n_(std::exchange(o.n_, 0)),
       cap_(std::exchange(o.cap_, 0)),
@@ -44,7 +56,10 @@ KVHeadCache::KVHeadCache(KVHeadCache&& o) noexcept
 KVHeadCache& KVHeadCache::operator=(KVHeadCache&& o) noexcept {
   if (this != &o) {
     clear();
-    type_ = o.type_;
+    k_type_ = o.k_type_;
+    v_type_ = o.v_type_;
+    k_rb_ = o.k_rb_;
+    v_rb_ = o.v_rb_;
     head_dim_ = o.head_dim_;
     n_ = std::exchange(o.n_, 0);
     cap_ = std::exchange(o.cap_, 0);
@@ -57,10 +72,8 @@ KVHeadCache& KVHeadCache::operator=(KVHeadCache&& o) noexcept {
 
 KVHeadCache::~KVHeadCache() { clear(); }
 
-size_t KVHeadCache::row_bytes() const { return kv_row_bytes(type_, head_dim_); }
-
-RowsView KVHeadCache::keys() const { return RowsView{k_, type_, n_, head_dim_}; }
-RowsView KVHeadCache::values() const { return RowsView{v_, type_, n_, head_dim_}; }
+RowsView KVHeadCache::keys() const { return RowsView{k_, k_type_, n_, head_dim_}; }
+RowsView KVHeadCache::values() const { return RowsView{v_, v_type_, n_, head_dim_}; }
 
 void KVHeadCache::key_row(int64_t i, float* out) const {
   if (i < 0 || i >= n_) throw Error(fmt::format("KV cache: key row {} out of range (size {})", i, n_));
@@ -73,14 +86,13 @@ void KVHeadCache::value_row(int64_t i, float* out) const {
 }
 
 void KVHeadCache::reallocate(int64_t new_cap) {
-  const size_t rb = row_bytes();
   auto* np = static_cast<int32_t*>(alloc_bytes(static_cast<size_t>(new_cap) * sizeof(int32_t)));
-  void* nk = alloc_bytes(static_cast<size_t>(new_cap) * rb);
-  void* nv = alloc_bytes(static_cast<size_t>(new_cap) * rb);
+  void* nk = alloc_bytes(static_cast<size_t>(new_cap) * k_rb_);
+  void* nv = alloc_bytes(static_cast<size_t>(new_cap) * v_rb_);
   if (n_ > 0) {
     std::memcpy(np, pos_, static_cast<size_t>(n_) * sizeof(int32_t));
-    std::memcpy(nk, k_, static_cast<size_t>(n_) * rb);
-    std::memcpy(nv, v_, static_cast<size_t>(n_) * rb);
+    std::memcpy(nk, k_, static_cast<size_t>(n_) * k_rb_);
+    std::memcpy(nv, v_, static_cast<size_t>(n_) * v_rb_);
   }
   free_bytes(pos_);
   free_bytes(k_);
@@ -106,19 +118,19 @@ void KVHeadCache::append(int64_t count, const int32_t* pos, const float* k, int6
   }
   if (n_ + count > cap_) reallocate(n_ + std::max(count, kGrowEntries));
   std::memcpy(pos_ + n_, pos, static_cast<size_t>(count) * sizeof(int32_t));
+  // One row of type t at dst from the f32 row x.
+  auto store = [this](KVType t, const float* x, void* dst) {
+    if (t == KVType::F16)
+      fp32_to_fp16_row(x, static_cast<uint16_t*>(dst), head_dim_);
+    else if (kv_type_quantized(t))
+      quantize_kv_row(t, x, static_cast<uint8_t*>(dst), head_dim_);
+    else
+      std::memcpy(dst, x, static_cast<size_t>(head_dim_) * sizeof(float));
+  };
   for (int64_t i = 0; i < count; ++i) {
-    const int64_t r = n_ + i;
-    if (type_ == KVType::F16) {
-      fp32_to_fp16_row(k + i * k_stride, static_cast<uint16_t*>(k_) + r * head_dim_, head_dim_);
-      fp32_to_fp16_row(v + i * v_stride, static_cast<uint16_t*>(v_) + r * head_dim_, head_dim_);
-    } else if (kv_type_quantized(type_)) {
-      const size_t off = static_cast<size_t>(r) * row_bytes();
-      quantize_kv_row(type_, k + i * k_stride, static_cast<uint8_t*>(k_) + off, head_dim_);
-      quantize_kv_row(type_, v + i * v_stride, static_cast<uint8_t*>(v_) + off, head_dim_);
-    } else {
-      std::memcpy(static_cast<float*>(k_) + r * head_dim_, k + i * k_stride, row_bytes());
-      std::memcpy(static_cast<float*>(v_) + r * head_dim_, v + i * v_stride, row_bytes());
-    }
+    const auto r = static_cast<size_t>(n_ + i);
+    store(k_type_, k + i * k_stride, static_cast<uint8_t*>(k_) + r * k_rb_);
+    store(v_type_, v + i * v_stride, static_cast<uint8_t*>(v_) + r * v_rb_);
   }
   n_ += count;
 }
@@ -131,17 +143,17 @@ void KVHeadCache::keep(std::span<const int32_t> indices) {
     prev = i;
   }
   const int64_t m = static_cast<int64_t>(indices.size());
-  const size_t rb = row_bytes();
   auto* np = static_cast<int32_t*>(alloc_bytes(static_cast<size_t>(m) * sizeof(int32_t)));
-  auto* nk = static_cast<uint8_t*>(alloc_bytes(static_cast<size_t>(m) * rb));
-  auto* nv = static_cast<uint8_t*>(alloc_bytes(static_cast<size_t>(m) * rb));
+  auto* nk = static_cast<uint8_t*>(alloc_bytes(static_cast<size_t>(m) * k_rb_));
+  auto* nv = static_cast<uint8_t*>(alloc_bytes(static_cast<size_t>(m) * v_rb_));
   const auto* ok = static_cast<const uint8_t*>(k_);
   const auto* ov = static_cast<const uint8_t*>(v_);
   for (int64_t j = 0; j < m; ++j) {
     const auto i = static_cast<size_t>(indices[static_cast<size_t>(j)]);
+    const auto jj = static_cast<size_t>(j);
     np[j] = pos_[i];
-    std::memcpy(nk + static_cast<size_t>(j) * rb, ok + i * rb, rb);
-    std::memcpy(nv + static_cast<size_t>(j) * rb, ov + i * rb, rb);
+    std::memcpy(nk + jj * k_rb_, ok + i * k_rb_, k_rb_);
+    std::memcpy(nv + jj * v_rb_, ov + i * v_rb_, v_rb_);
   }
   free_bytes(pos_);
   free_bytes(k_);
@@ -161,21 +173,19 @@ void KVHeadCache::assign(int64_t n, const int32_t* pos, const void* k, const voi
   clear();
   if (n == 0) return;
   reallocate(n);
-  const size_t rb = row_bytes();
   std::memcpy(pos_, pos, static_cast<size_t>(n) * sizeof(int32_t));
-  std::memcpy(k_, k, static_cast<size_t>(n) * rb);
-  std::memcpy(v_, v, static_cast<size_t>(n) * rb);
+  std::memcpy(k_, k, static_cast<size_t>(n) * k_rb_);
+  std::memcpy(v_, v, static_cast<size_t>(n) * v_rb_);
   n_ = n;
 }
 
 KVHeadCache KVHeadCache::clone() const {
-  KVHeadCache c(type_, head_dim_);
+  KVHeadCache c(k_type_, v_type_, head_dim_);
   if (n_ > 0) {
     c.reallocate(n_);
-    const size_t rb = row_bytes();
     std::memcpy(c.pos_, pos_, static_cast<size_t>(n_) * sizeof(int32_t));
-    std::memcpy(c.k_, k_, static_cast<size_t>(n_) * rb);
-    std::memcpy(c.v_, v_, static_cast<size_t>(n_) * rb);
+    std::memcpy(c.k_, k_, static_cast<size_t>(n_) * k_rb_);
+    std::memcpy(c.v_, v_, static_cast<size_t>(n_) * v_rb_);
     c.n_ = n_;
   }
   return c;
@@ -184,11 +194,11 @@ KVHeadCache KVHeadCache::clone() const {
 void KVHeadCache::drop_front(int64_t count) {
   if (count <= 0) return;
   if (count > n_) throw Error(fmt::format("KV cache: drop_front({}) of only {} entries", count, n_));
-  const size_t rb = row_bytes();
   const auto rest = static_cast<size_t>(n_ - count);
+  const auto c = static_cast<size_t>(count);
   std::memmove(pos_, pos_ + count, rest * sizeof(int32_t));
-  std::memmove(k_, static_cast<uint8_t*>(k_) + static_cast<size_t>(count) * rb, rest * rb);
-  std::memmove(v_, static_cast<uint8_t*>(v_) + static_cast<size_t>(count) * rb, rest * rb);
+  std::memmove(k_, static_cast<uint8_t*>(k_) + c * k_rb_, rest * k_rb_);
+  std::memmove(v_, static_cast<uint8_t*>(v_) + c * v_rb_, rest * v_rb_);
   n_ -= count;
 }
 
@@ -201,8 +211,8 @@ void KVHeadCache::clear() {
   n_ = cap_ = 0;
 }
 
-size_t KVHeadCache::bytes() const { return static_cast<size_t>(n_) * 2 * row_bytes(); }
-size_t KVHeadCache::capacity_bytes() const { return static_cast<size_t>(cap_) * 2 * row_bytes(); }
+size_t KVHeadCache::bytes() const { return static_cast<size_t>(n_) * (k_rb_ + v_rb_); }
+size_t KVHeadCache::capacity_bytes() const { return static_cast<size_t>(cap_) * (k_rb_ + v_rb_); }
 
 size_t KVLayerCache::bytes() const {
   size_t b = 0;
@@ -223,8 +233,9 @@ double KVLayerCache::mean_entries() const {
   return s / static_cast<double>(heads.size());
 }
 
-KVCache::KVCache(int n_layer, int n_head_kv, int head_dim, KVType type, const std::vector<int>& layer_window)
-    : n_head_kv_(n_head_kv), head_dim_(head_dim), type_(type) {
+KVCache::KVCache(int n_layer, int n_head_kv, int head_dim, KVType k_type, KVType v_type,
+                 const std::vector<int>& layer_window)
+    : n_head_kv_(n_head_kv), head_dim_(head_dim), k_type_(k_type), v_type_(v_type) {
   if (n_layer < 1 || n_head_kv < 1 || head_dim < 1)
     throw Error(fmt::format("KV cache: bad shape n_layer {} n_head_kv {} head_dim {}", n_layer, n_head_kv, head_dim));
   if (layer_window.size() != static_cast<size_t>(n_layer))
@@ -236,7 +247,7 @@ KVCache::KVCache(int n_layer, int n_head_kv, int head_dim, KVType type, const st
     L.window = layer_window[static_cast<size_t>(il)];
     if (L.window < 0) throw Error(fmt::format("KV cache: layer {} window {} must be >= 0", il, L.window));
     L.heads.reserve(static_cast<size_t>(n_head_kv));
-    for (int h = 0; h < n_head_kv; ++h) L.heads.emplace_back(type, head_dim);
+    for (int h = 0; h < n_head_kv; ++h) L.heads.emplace_back(k_type, v_type, head_dim);
   }
 }
 
@@ -271,7 +282,7 @@ size_t KVCache::capacity_bytes() const {
 KVCache KVCache::clone() const {
   std::vector<int> windows;
   for (const auto& L : layers_) windows.push_back(L.window);
-  KVCache c(n_layer(), n_head_kv_, head_dim_, type_, windows);
+  KVCache c(n_layer(), n_head_kv_, head_dim_, k_type_, v_type_, windows);
   for (size_t il = 0; il < layers_.size(); ++il)
     for (size_t h = 0; h < layers_[il].heads.size(); ++h) c.layers_[il].heads[h] = layers_[il].heads[h].clone();
   return c;

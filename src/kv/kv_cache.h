@@ -13,11 +13,13 @@
 
 namespace snapkv {
 
-/// Entries of one KV head of one layer: pos[n], K rows [n x head_dim], V rows [n x head_dim],
-/// element type F16 (IEEE half, round-to-nearest-even on store), F32, Q8_0 or Q4_0 (a row is head_dim /
-/// 32 blocks of 34 or 18 bytes; see snapkv/kv_type.h; the constructor throws snapkv::Error when head_dim is
-/// not a multiple of 32). Row i starts at i * kv_row_bytes(type, head_dim) bytes. Entries are kept in
-/// ascending position order (appends must come with increasing positions).
+/// Entries of one KV head of one layer: pos[n], K rows [n x head_dim], V rows [n x head_dim].
+/// Keys are stored as `k_type`, values as `v_type`: F16 (IEEE half, round-to-nearest-even on
+/// store), F32, Q8_0 or Q4_0 (a row is head_dim / 32 blocks of 34 or 18 bytes; see
+/// snapkv/kv_type.h). The two types are equal or both quantized (kv_types_combine). Key row i
+/// starts at i * kv_row_bytes(k_type, head_dim) bytes, value row i at i * kv_row_bytes(v_type,
+/// head_dim). Entries are kept in ascending position order (appends must come with increasing
+/// positions).
 /// Capacity is managed explicitly: reserve() allocates exactly the requested entries; append()
 /// past the capacity grows by `kGrowEntries` (never doubling), so decoding allocates once every
 /// kGrowEntries tokens, not per token.
@@ -25,14 +27,19 @@ class KVHeadCache {
  public:
   static constexpr int64_t kGrowEntries = 128;
 
-  KVHeadCache(KVType type, int head_dim);
+  /// Throws snapkv::Error for head_dim < 1, a quantized type with head_dim % 32 != 0, or types
+  /// that do not combine (kv_types_combine).
+  KVHeadCache(KVType k_type, KVType v_type, int head_dim);
+  /// Keys and values of one type.
+  KVHeadCache(KVType type, int head_dim) : KVHeadCache(type, type, head_dim) {}
   KVHeadCache(KVHeadCache&&) noexcept;
   KVHeadCache& operator=(KVHeadCache&&) noexcept;
   KVHeadCache(const KVHeadCache&) = delete;
   KVHeadCache& operator=(const KVHeadCache&) = delete;
   ~KVHeadCache();
 
-  KVType type() const { return type_; }
+  KVType k_type() const { return k_type_; }
+  KVType v_type() const { return v_type_; }
   int head_dim() const { return head_dim_; }
   int64_t size() const { return n_; }
   int64_t capacity() const { return cap_; }
@@ -41,7 +48,8 @@ class KVHeadCache {
   /// Original positions of the entries, ascending.
   std::span<const int32_t> positions() const { return {pos_, static_cast<size_t>(n_)}; }
   const int32_t* pos_data() const { return pos_; }
-  /// Raw rows: uint16_t (F16), float (F32) or Q8_0 / Q4_0 blocks, [size() x kv_row_bytes()], contiguous.
+  /// Raw rows: uint16_t (F16), float (F32) or Q8_0 / Q4_0 blocks, [size() x k_row_bytes()] and
+  /// [size() x v_row_bytes()], contiguous.
   const void* k_data() const { return k_; }
   const void* v_data() const { return v_; }
   /// Views for presses (valid until the next mutation).
@@ -66,23 +74,28 @@ class KVHeadCache {
   /// Removes every entry and frees the buffers.
   void clear();
   /// Replaces the contents with `n` entries given as stored: positions pos[n] (strictly
-  /// ascending, >= 0), K and V rows in this cache's element type ([n x head_dim] each, raw bytes
+  /// ascending, >= 0), K and V rows in this cache's element types ([n x head_dim] each, raw bytes
   /// as k_data()/v_data() give them). Used to restore saved sessions. Throws snapkv::Error,
   /// changing nothing, for n < 0 or positions that are not strictly ascending and >= 0.
   void assign(int64_t n, const int32_t* pos, const void* k, const void* v);
   /// A deep copy holding exactly size() entries (capacity == size()).
   KVHeadCache clone() const;
 
-  /// Payload bytes of the stored entries: size() * 2 * kv_row_bytes(type, head_dim) (exact).
+  /// Bytes of one stored key row (kv_row_bytes(k_type, head_dim)) and value row.
+  size_t k_row_bytes() const { return k_rb_; }
+  size_t v_row_bytes() const { return v_rb_; }
+  /// Payload bytes of the stored entries: size() * (k_row_bytes() + v_row_bytes()) (exact).
   size_t bytes() const;
-  /// Payload bytes allocated (capacity() * 2 * kv_row_bytes(type, head_dim)).
+  /// Payload bytes allocated (capacity() * (k_row_bytes() + v_row_bytes())).
   size_t capacity_bytes() const;
 
  private:
   void reallocate(int64_t new_cap);
-  size_t row_bytes() const;
 
-  KVType type_;
+  KVType k_type_;
+  KVType v_type_;
+  size_t k_rb_ = 0;
+  size_t v_rb_ = 0;
   int head_dim_;
   int64_t n_ = 0;
   int64_t cap_ = 0;
@@ -109,15 +122,20 @@ struct KVLayerCache {
 /// The whole cache: n_layer layers x n_head_kv heads.
 class KVCache {
  public:
-  /// `layer_window[il]` = sliding window of layer il (0 = full attention).
-  KVCache(int n_layer, int n_head_kv, int head_dim, KVType type, const std::vector<int>& layer_window);
+  /// `layer_window[il]` = sliding window of layer il (0 = full attention). Keys stored as
+  /// `k_type`, values as `v_type` (see KVHeadCache).
+  KVCache(int n_layer, int n_head_kv, int head_dim, KVType k_type, KVType v_type, const std::vector<int>& layer_window);
+  /// Keys and values of one type.
+  KVCache(int n_layer, int n_head_kv, int head_dim, KVType type, const std::vector<int>& layer_window)
+      : KVCache(n_layer, n_head_kv, head_dim, type, type, layer_window) {}
   KVCache(KVCache&&) noexcept = default;
   KVCache& operator=(KVCache&&) noexcept = default;
 
   int n_layer() const { return static_cast<int>(layers_.size()); }
   int n_head_kv() const { return n_head_kv_; }
   int head_dim() const { return head_dim_; }
-  KVType type() const { return type_; }
+  KVType k_type() const { return k_type_; }
+  KVType v_type() const { return v_type_; }
   KVLayerCache& layer(int il) { return layers_.at(static_cast<size_t>(il)); }
   const KVLayerCache& layer(int il) const { return layers_.at(static_cast<size_t>(il)); }
 
@@ -143,7 +161,8 @@ class KVCache {
  private:
   int n_head_kv_;
   int head_dim_;
-  KVType type_;
+  KVType k_type_;
+  KVType v_type_;
   std::vector<KVLayerCache> layers_;
 };
 

@@ -15,8 +15,10 @@
 
 namespace snapkv {
 
-size_t ModelInfo::kv_bytes_per_token(KVType t) const {
-  return static_cast<size_t>(n_layer) * static_cast<size_t>(n_head_kv) * 2 * kv_row_bytes(t, head_dim);
+size_t ModelInfo::kv_bytes_per_token(KVType t) const { return kv_bytes_per_token(t, t); }
+
+size_t ModelInfo::kv_bytes_per_token(KVType k, KVType v) const {
+  return static_cast<size_t>(n_layer) * static_cast<size_t>(n_head_kv) * kv_entry_bytes(k, v, head_dim);
 }
 
 namespace {

@@ -77,7 +77,7 @@ void Sequence::State::restore_layer(int il) {
       hc.key_row(i, k.data() + p * hd);
       hc.value_row(i, v.data() + p * hd);
     }
-    KVHeadCache nh(hc.type(), hc.head_dim());
+    KVHeadCache nh(hc.k_type(), hc.v_type(), hc.head_dim());
     nh.reserve(L + hc.size() - n_hot + job->n);
     nh.append(L, pos.data(), k.data(), static_cast<int64_t>(hd), v.data(), static_cast<int64_t>(hd));
     for (int64_t i = n_hot; i < hc.size(); ++i) {  // everything after the prompt stays as it is

@@ -31,7 +31,7 @@ Sequence::State::State(std::shared_ptr<const Model> m, const SequenceOptions& o,
       opt(o),
       n_ctx(ctx),
       cache(model->config().n_layer, model->config().n_head_kv, model->config().head_dim, o.kv_type,
-            layer_windows(model->config())) {
+            o.kv_type_v.value_or(o.kv_type), layer_windows(model->config())) {
   stats.kept_tokens_per_layer.assign(static_cast<size_t>(model->config().n_layer), 0.0);
 }
 
@@ -44,7 +44,8 @@ void Sequence::State::update_stats() {
   const ModelConfig& c = model->config();
   sample_peak();
   size_t full = 0;
-  const size_t per_entry = static_cast<size_t>(c.n_head_kv) * 2 * kv_row_bytes(opt.kv_type, c.head_dim);
+  const size_t per_entry =
+      static_cast<size_t>(c.n_head_kv) * kv_entry_bytes(cache.k_type(), cache.v_type(), c.head_dim);
   for (int il = 0; il < c.n_layer; ++il) {
     // Full-attention layers would hold every token uncompressed. Sliding-window layers are never
     // compressed, so what they hold now is exactly what a full cache holds (their window plus
@@ -139,7 +140,8 @@ Sequence::~Sequence() = default;
 
 int64_t Sequence::n_past() const { return s_->n_past; }
 int64_t Sequence::n_ctx() const { return s_->n_ctx; }
-KVType Sequence::kv_type() const { return s_->opt.kv_type; }
+KVType Sequence::kv_type() const { return s_->cache.k_type(); }
+KVType Sequence::kv_type_v() const { return s_->cache.v_type(); }
 const ColdTierOptions& Sequence::cold_tier() const { return s_->opt.cold_tier; }
 const SequenceStats& Sequence::stats() const { return s_->stats; }
 const std::vector<KeptLayer>& Sequence::kept() const { return s_->kept; }

@@ -38,7 +38,10 @@ namespace snapkv {
 namespace {
 
 constexpr char kMagic[8] = {'S', 'N', 'A', 'P', 'K', 'V', 'S', 'S'};
+// Version 2: values may be stored in another type than keys (header "kv_type_v"); written only
+// for such sessions, so that builds that read version 1 still read every same-type session.
 constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersionMixedKV = 2;
 constexpr size_t kPrefixBytes = 8 + 4 + 4 + 8;
 constexpr size_t kDigestBytes = 32;
 constexpr uint64_t kMaxHeaderBytes = uint64_t{64} << 20;
@@ -251,7 +254,8 @@ void save_session(const Engine& engine, const Sequence& seq, const std::string& 
                                    {"head_dim", mi.head_dim},
                                    {"n_vocab", mi.n_vocab},
                                    {"layer_window", mi.layer_window}}},
-                                 {"kv_type", kv_type_name(st.opt.kv_type)},
+                                 {"kv_type", kv_type_name(cache.k_type())},
+                                 {"kv_type_v", kv_type_name(cache.v_type())},
                                  {"n_ctx", st.n_ctx},
                                  {"n_past", st.n_past},
                                  {"compressed_once", st.compressed_once},
@@ -265,19 +269,18 @@ void save_session(const Engine& engine, const Sequence& seq, const std::string& 
 
   SessionWriter w(path);
   w.write(kMagic, sizeof(kMagic));
-  const uint32_t ver[2] = {kVersion, 0};
+  const uint32_t ver[2] = {cache.k_type() == cache.v_type() ? kVersion : kVersionMixedKV, 0};
   w.write(ver, sizeof(ver));
   const uint64_t hn = hb.size();
   w.write(&hn, sizeof(hn));
   w.write(hb.data(), hb.size());
   w.write(app_data.data(), app_data.size());
-  const size_t rb = kv_row_bytes(st.opt.kv_type, mi.head_dim);
   for (int il = 0; il < cache.n_layer(); ++il)
     for (const KVHeadCache& h : cache.layer(il).heads) {
       const auto n = static_cast<size_t>(h.size());
       w.write(h.pos_data(), n * sizeof(int32_t));
-      w.write(h.k_data(), n * rb);
-      w.write(h.v_data(), n * rb);
+      w.write(h.k_data(), n * h.k_row_bytes());
+      w.write(h.v_data(), n * h.v_row_bytes());
     }
   if (st.cold)
     for (int il = 0; il < st.cold->n_layer(); ++il)
@@ -295,8 +298,9 @@ LoadedSession load_session(const Engine& engine, const std::string& path, const 
     throw Error(fmt::format("session file '{}': not a snapkv session (bad magic)", path));
   uint32_t ver = 0;
   std::memcpy(&ver, r.at(8), sizeof(ver));
-  if (ver != kVersion)
-    throw Error(fmt::format("session file '{}': format version {}, this build reads version {}", path, ver, kVersion));
+  if (ver != kVersion && ver != kVersionMixedKV)
+    throw Error(fmt::format("session file '{}': format version {}, this build reads versions {} and {}", path, ver,
+                            kVersion, kVersionMixedKV));
   {
     Sha256 h;
     h.update(r.at(0), r.size() - kDigestBytes);
@@ -332,8 +336,14 @@ LoadedSession load_session(const Engine& engine, const std::string& path, const 
     const std::string kvt = hd.at("kv_type").get<std::string>();
     const std::optional<KVType> kv_type = kv_type_from_name(kvt);
     if (!kv_type || !kv_type_supports(*kv_type, mi.head_dim)) r.damaged(fmt::format("KV type '{}'", kvt));
+    // Version 1 files have one type; version 2 name the values' type too.
+    const std::string kvt_v = ver == kVersionMixedKV ? hd.at("kv_type_v").get<std::string>() : kvt;
+    const std::optional<KVType> kv_type_v = kv_type_from_name(kvt_v);
+    if (!kv_type_v || !kv_type_supports(*kv_type_v, mi.head_dim) || !kv_types_combine(*kv_type, *kv_type_v))
+      r.damaged(fmt::format("KV types '{}' (keys) and '{}' (values)", kvt, kvt_v));
     SequenceOptions so;
     so.kv_type = *kv_type;
+    so.kv_type_v = *kv_type_v;
     const int64_t saved_ctx = int_in(hd, "n_ctx", 1, int64_t{1} << 30);
     const int64_t n_past = int_in(hd, "n_past", 0, saved_ctx);
     if (opt.n_ctx < 0 || (opt.n_ctx > 0 && opt.n_ctx < n_past))
@@ -366,7 +376,8 @@ LoadedSession load_session(const Engine& engine, const std::string& path, const 
 
     const auto& heads = hd.at("heads");
     if (!heads.is_array() || static_cast<int>(heads.size()) != mi.n_layer) r.damaged("per-layer entry counts");
-    const size_t rb = kv_row_bytes(so.kv_type, mi.head_dim);
+    const size_t krb = kv_row_bytes(*kv_type, mi.head_dim);
+    const size_t vrb = kv_row_bytes(*kv_type_v, mi.head_dim);
     std::vector<int32_t> pos;
     for (int il = 0; il < mi.n_layer; ++il) {
       const auto& row = heads.at(static_cast<size_t>(il));
@@ -385,8 +396,8 @@ LoadedSession load_session(const Engine& engine, const std::string& path, const 
         pos.resize(un);
         if (un > 0) std::memcpy(pos.data(), pp, un * sizeof(int32_t));
         if (n > 0 && pos.back() >= n_past) r.damaged(fmt::format("layer {} head {}: a position >= {}", il, h, n_past));
-        const unsigned char* k = r.take(un * rb, "K rows");
-        const unsigned char* v = r.take(un * rb, "V rows");
+        const unsigned char* k = r.take(un * krb, "K rows");
+        const unsigned char* v = r.take(un * vrb, "V rows");
         try {
           st.cache.layer(il).heads[static_cast<size_t>(h)].assign(n, pos.data(), k, v);
         } catch (const Error& e) {

@@ -5,9 +5,9 @@
 
 namespace snapkv::server {
 
-KvProjection project_kv(const ModelInfo& info, KVType kv_type, int64_t n_prompt, int64_t max_tokens,
+KvProjection project_kv(const ModelInfo& info, KVType k_type, KVType v_type, int64_t n_prompt, int64_t max_tokens,
                         const PressPlanSummary& plan) {
-  const auto per_token = static_cast<size_t>(info.n_head_kv) * 2 * kv_row_bytes(kv_type, info.head_dim);
+  const auto per_token = static_cast<size_t>(info.n_head_kv) * kv_entry_bytes(k_type, v_type, info.head_dim);
   const auto bytes = [per_token](int64_t tokens) {
     return static_cast<size_t>(std::max<int64_t>(tokens, 0)) * per_token;
   };

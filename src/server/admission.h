@@ -21,13 +21,13 @@ struct KvProjection {
   size_t reserve() const { return prefill_peak > final_bytes ? prefill_peak : final_bytes; }
 };
 
-/// Per layer l with bytes per token b = n_head_kv x 2 x kv_row_bytes(type, head_dim):
+/// Per layer l with bytes per token b = n_head_kv x kv_entry_bytes(k_type, v_type, head_dim):
 ///   full-attention layer: after prefill min(n, C) tokens if the plan compresses, else n;
 ///                         then + max_tokens;
 ///   sliding-window layer (window w, slack s = ModelInfo::window_slack): min(n, w - 1), then at
 ///                         most min(n + max_tokens, w - 1 + s) (decode trims only past the slack);
 ///   prefill peak: max over l of (layers before l after prefill) + n tokens of layer l.
-KvProjection project_kv(const ModelInfo& info, KVType kv_type, int64_t n_prompt, int64_t max_tokens,
+KvProjection project_kv(const ModelInfo& info, KVType k_type, KVType v_type, int64_t n_prompt, int64_t max_tokens,
                         const PressPlanSummary& plan);
 
 /// Bytes reserved against a budget (0 = unlimited). Not thread-safe: the scheduler calls it under

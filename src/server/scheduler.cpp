@@ -137,6 +137,7 @@ void Scheduler::admit_locked() {
     SequenceOptions so;
     so.n_ctx = opt_.n_ctx;
     so.kv_type = opt_.kv_type;
+    so.kv_type_v = opt_.kv_type_v;
     if (!head->req.session.empty() && head->plan.compress) so.cold_tier = opt_.session_cold_tier;
     admitted_.push_back(std::make_unique<Running>(head, engine_->new_sequence(so), engine_->tokenizer(), bytes));
     ++n_running_;

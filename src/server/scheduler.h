@@ -10,6 +10,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "server/admission.h"
@@ -31,9 +32,10 @@ struct SchedulerOptions {
   int64_t prefill_rows_per_step =
       4096;           ///< token-layers of prefill work per step (given to the prefilling jobs in admission order)
   int64_t n_ctx = 0;  ///< per sequence (0: the model's)
-  KVType kv_type = KVType::F16;
-  int n_threads = 0;            ///< workspace threads (0: the engine's)
-  int debug_step_delay_ms = 0;  ///< tests: sleep this long after every step (makes queues observable)
+  KVType kv_type = KVType::F16;     ///< --kv-type: keys (and values unless kv_type_v)
+  std::optional<KVType> kv_type_v;  ///< --kv-type-v: values, when not kv_type
+  int n_threads = 0;                ///< workspace threads (0: the engine's)
+  int debug_step_delay_ms = 0;      ///< tests: sleep this long after every step (makes queues observable)
   /// --session-budget: bytes (hot KV + cold tier) the stored session contexts may hold; 0 = no
   /// sessions. Not part of kv_budget_bytes: stored contexts are idle, not running requests.
   size_t session_budget_bytes = size_t{1} << 30;

@@ -199,16 +199,17 @@ std::shared_ptr<Job> make_job(Shared& sh, const std::string& body, Endpoint ep) 
                                  .note = fmt::format("prompt kept whole: {}", e.what())};
     job->req.press = PressSpec{};
   }
+  const KVType kv_v = sh.opt->scheduler.kv_type_v.value_or(sh.opt->scheduler.kv_type);
   if (job->context_tokens > 0) {
     // The question is appended uncompressed after the compressed context, as generated tokens
     // are; a re-selection restores one compressed layer whole at a time, as the prefill did.
-    job->kv = project_kv(engine.info(), sh.opt->scheduler.kv_type, n_compressed,
+    job->kv = project_kv(engine.info(), sh.opt->scheduler.kv_type, kv_v, n_compressed,
                          job->max_tokens + (n_prompt - n_compressed), job->plan);
     job->fingerprint = fmt::format("{}|{}", job->req.press.to_string(),
                                    sha256_hex(std::string_view(reinterpret_cast<const char*>(job->prompt.data()),
                                                                static_cast<size_t>(n_compressed) * sizeof(int32_t))));
   } else {
-    job->kv = project_kv(engine.info(), sh.opt->scheduler.kv_type, n_prompt, job->max_tokens, job->plan);
+    job->kv = project_kv(engine.info(), sh.opt->scheduler.kv_type, kv_v, n_prompt, job->max_tokens, job->plan);
   }
   return job;
 }
@@ -556,9 +557,10 @@ int run_server(const ServerOptions& opt) {
     eo.prefill_attention = opt.prefill_attention;
     sh.engine = Engine::load(opt.model_path, eo);
     (void)sh.engine->tokenizer();  // a model without a tokenizer cannot serve text
-    if (!kv_type_supports(opt.scheduler.kv_type, sh.engine->info().head_dim))
-      throw Error(fmt::format("--kv-type {} needs a head_dim that is a multiple of {}; this model's is {}",
-                              kv_type_name(opt.scheduler.kv_type), kKVQ8Block, sh.engine->info().head_dim));
+    const KVType kv_v = opt.scheduler.kv_type_v.value_or(opt.scheduler.kv_type);
+    if (const std::string why = kv_types_problem(opt.scheduler.kv_type, kv_v, sh.engine->info().head_dim); !why.empty())
+      throw Error(fmt::format("--kv-type {} / --kv-type-v {}: {}", kv_type_name(opt.scheduler.kv_type),
+                              kv_type_name(kv_v), why));
     sh.n_ctx = opt.scheduler.n_ctx > 0 ? opt.scheduler.n_ctx : sh.engine->info().n_ctx_train;
     sh.model_id =
         sh.engine->info().name.empty() ? std::filesystem::path(opt.model_path).stem().string() : sh.engine->info().name;
@@ -566,8 +568,9 @@ int run_server(const ServerOptions& opt) {
     if (!sh.chat->warning().empty()) spdlog::warn("snapkv serve: chat template: {}", sh.chat->warning());
     sh.scheduler = std::make_unique<Scheduler>(sh.engine, opt.scheduler, sh.metrics);
     sh.ready.store(true);
-    spdlog::info("snapkv serve: ready ({}, n_ctx {}, KV budget {} bytes, kv_type {}, prefill_attention {})",
+    spdlog::info("snapkv serve: ready ({}, n_ctx {}, KV budget {} bytes, kv_type {} / {}, prefill_attention {})",
                  sh.model_id, sh.n_ctx, opt.scheduler.kv_budget_bytes, kv_type_name(opt.scheduler.kv_type),
+                 kv_type_name(opt.scheduler.kv_type_v.value_or(opt.scheduler.kv_type)),
                  prefill_attention_name(sh.engine->prefill_attention()));
     int sig = 0;
     sigwait(&sigs, &sig);

@@ -1,4 +1,5 @@
-// A Q8_0 or Q4_0 KV cache is attended exactly as an F32 cache holding its dequantized values: prefill
+// A Q8_0 or Q4_0 KV cache (keys and values of one type, or q8_0 keys with q4_0 values and the
+// converse) is attended exactly as an F32 cache holding its dequantized values: prefill
 // (blocked, several queries) and decode (split-K) give the same bits, for GQA / MQA shapes, sliding
 // windows, ragged heads and 1 or 2 threads. (Prefill dequantizes a key block into f32, AVX-512
 // decode dequantizes both types in registers (attn::Q8Rows / Q4Rows; other builds into a
@@ -33,11 +34,14 @@ void PrintTo(const Q8Case& c, std::ostream* os) {
       << " n_pos " << c.n_pos << " window " << c.window;
 }
 
-class QuantizedAttentionEqualsDequantizedF32 : public testing::TestWithParam<std::tuple<KVType, Q8Case>> {};
+class QuantizedAttentionEqualsDequantizedF32 : public testing::TestWithParam<std::tuple<KVType, KVType, Q8Case>> {};
+
+size_t block_bytes(KVType t) { return t == KVType::Q8_0 ? kKVQ8BlockBytes : kKVQ4BlockBytes; }
 
 TEST_P(QuantizedAttentionEqualsDequantizedF32, BitForBit) {
-  const KVType type = std::get<0>(GetParam());
-  const Q8Case& c = std::get<1>(GetParam());
+  const KVType k_type = std::get<0>(GetParam());
+  const KVType v_type = std::get<1>(GetParam());
+  const Q8Case& c = std::get<2>(GetParam());
   std::mt19937_64 rng(11 + static_cast<uint64_t>(c.n_q));
   std::uniform_real_distribution<double> ud(0.0, 1.0);
   KVLayerCache q8, f32;
@@ -49,7 +53,7 @@ TEST_P(QuantizedAttentionEqualsDequantizedF32, BitForBit) {
     const auto n = static_cast<int64_t>(pos.size());
     const std::vector<float> k = test::randn(static_cast<size_t>(n * c.head_dim), rng(), 2.0f);
     const std::vector<float> v = test::randn(k.size(), rng());
-    KVHeadCache hq(type, c.head_dim);
+    KVHeadCache hq(k_type, v_type, c.head_dim);
     hq.append(n, pos.data(), k.data(), c.head_dim, v.data(), c.head_dim);
     // The F32 twin holds exactly the dequantized rows.
     std::vector<float> kd(k.size()), vd(v.size());
@@ -57,8 +61,8 @@ TEST_P(QuantizedAttentionEqualsDequantizedF32, BitForBit) {
     hq.values().rows(0, n, vd.data());
     KVHeadCache hf(KVType::F32, c.head_dim);
     hf.append(n, pos.data(), kd.data(), c.head_dim, vd.data(), c.head_dim);
-    EXPECT_EQ(hq.bytes(),
-              static_cast<size_t>(n) * 2 * (static_cast<size_t>(c.head_dim) / 32 * (type == KVType::Q8_0 ? 34 : 18)));
+    EXPECT_EQ(hq.bytes(), static_cast<size_t>(n) *
+                              (static_cast<size_t>(c.head_dim) / 32 * (block_bytes(k_type) + block_bytes(v_type))));
     q8.heads.push_back(std::move(hq));
     f32.heads.push_back(std::move(hf));
   }
@@ -81,6 +85,7 @@ TEST_P(QuantizedAttentionEqualsDequantizedF32, BitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, QuantizedAttentionEqualsDequantizedF32,
                          testing::Combine(testing::Values(KVType::Q8_0, KVType::Q4_0),
+                                          testing::Values(KVType::Q8_0, KVType::Q4_0),
                                           testing::Values(Q8Case{9, 3, 64, 1, 1500, 0}, Q8Case{4, 1, 256, 1, 900, 512},
                                                           Q8Case{9, 3, 64, 45, 700, 0}, Q8Case{4, 1, 256, 33, 300, 0},
                                                           Q8Case{8, 2, 32, 20, 260, 40}, Q8Case{4, 4, 96, 3, 129, 0},
@@ -92,7 +97,29 @@ TEST(QuantizedAttentionEqualsDequantizedF32, HeadDimNotAMultipleOf32IsRejected) 
     EXPECT_THROW(KVHeadCache(t, 72), Error);
     EXPECT_THROW(KVCache(2, 1, 48, t, {0, 0}), Error);
     EXPECT_NO_THROW(KVHeadCache(t, 96));
+    EXPECT_THROW(KVHeadCache(t, t == KVType::Q8_0 ? KVType::Q4_0 : KVType::Q8_0, 72), Error);
   }
+}
+
+// Mixed key / value types must both be quantized: F16 / F32 do not mix with another type.
+TEST(QuantizedAttentionEqualsDequantizedF32, UnquantizedTypesDoNotMix) {
+  const KVType all[] = {KVType::F16, KVType::F32, KVType::Q8_0, KVType::Q4_0};
+  for (const KVType k : all)
+    for (const KVType v : all) {
+      const bool ok = k == v || (kv_type_quantized(k) && kv_type_quantized(v));
+      EXPECT_EQ(kv_types_combine(k, v), ok) << kv_type_name(k) << "/" << kv_type_name(v);
+      EXPECT_EQ(kv_types_problem(k, v, 64).empty(), ok);
+      if (ok) {
+        const KVHeadCache h(k, v, 64);
+        EXPECT_EQ(h.k_type(), k);
+        EXPECT_EQ(h.v_type(), v);
+        EXPECT_EQ(h.k_row_bytes(), kv_row_bytes(k, 64));
+        EXPECT_EQ(h.v_row_bytes(), kv_row_bytes(v, 64));
+      } else {
+        EXPECT_THROW(KVHeadCache(k, v, 64), Error);
+        EXPECT_THROW(KVCache(1, 1, 64, k, v, {0}), Error);
+      }
+    }
 }
 
 }  // namespace

@@ -249,7 +249,24 @@ TEST(CApi, SequenceArgumentsAndContext) {
                "q4_0");
   expect_error(snapkv_sequence_new(e.get(), int64_t{1} << 40, SNAPKV_KV_F16, &s), SNAPKV_ERR_INVALID_ARGUMENT,
                "snapkv_sequence_new");
+  // Keys and values of two types: both must be valid, both quantized, and fit head_dim.
+  expect_error(snapkv_sequence_new_kv(e.get(), 0, SNAPKV_KV_Q8_0, c_enum<snapkv_kv_type>(9), nullptr, &s),
+               SNAPKV_ERR_INVALID_ARGUMENT, "snapkv_sequence_new_kv", "v_type 9");
+  expect_error(snapkv_sequence_new_kv(e.get(), 0, c_enum<snapkv_kv_type>(-1), SNAPKV_KV_Q4_0, nullptr, &s),
+               SNAPKV_ERR_INVALID_ARGUMENT, "snapkv_sequence_new_kv", "k_type -1");
+  expect_error(snapkv_sequence_new_kv(e.get(), 0, SNAPKV_KV_F16, SNAPKV_KV_Q4_0, nullptr, &s),
+               SNAPKV_ERR_INVALID_ARGUMENT, "snapkv_sequence_new_kv", "both be quantized");
+  expect_error(snapkv_sequence_new_kv(e.get(), 0, SNAPKV_KV_Q8_0, SNAPKV_KV_Q4_0, nullptr, &s),
+               SNAPKV_ERR_INVALID_ARGUMENT, "snapkv_sequence_new_kv", "q8_0");
   EXPECT_EQ(s, nullptr);
+  expect_error(snapkv_sequence_new_kv(e.get(), 0, SNAPKV_KV_F32, SNAPKV_KV_F32, "bogus", &s),
+               SNAPKV_ERR_INVALID_ARGUMENT, "snapkv_sequence_new_kv", "bogus");
+  EXPECT_EQ(s, nullptr);
+  for (const char* cold : {static_cast<const char*>(nullptr), "int8"}) {
+    ASSERT_EQ(snapkv_sequence_new_kv(e.get(), 0, SNAPKV_KV_F32, SNAPKV_KV_F32, cold, &s), SNAPKV_OK);
+    snapkv_sequence_free(s);
+    s = nullptr;
+  }
 
   SequencePtr seq = new_sequence(e.get(), 8);
   EXPECT_EQ(snapkv_sequence_n_ctx(seq.get()), 8);

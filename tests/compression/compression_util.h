@@ -155,12 +155,12 @@ inline CacheSnapshot snapshot(const KVCache& cache) {
   return s;
 }
 
-/// Bytes the cache must hold by the documented formula: entries x 2 (K and V) x head_dim x elem size.
+/// Bytes the cache must hold by the documented formula: entries x (key row + value row bytes).
 inline size_t formula_bytes(const KVCache& c) {
   size_t entries = 0;
   for (int il = 0; il < c.n_layer(); ++il)
     for (const auto& h : c.layer(il).heads) entries += static_cast<size_t>(h.size());
-  return entries * 2 * kv_row_bytes(c.type(), c.head_dim());
+  return entries * kv_entry_bytes(c.k_type(), c.v_type(), c.head_dim());
 }
 
 /// Rounds through IEEE half (what an F16 cache / ggml's F16 mat-mul operand does to a float).

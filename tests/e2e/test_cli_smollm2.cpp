@@ -160,6 +160,28 @@ TEST(CliSmolLM2, PasskeyAnsweredWithFullAndSnapKVCache) {
             << std::endl;
 }
 
+// The same passkey with SnapKV on a quantized cache: q8_0 keys and q4_0 values (`--kv-type q8_0
+// --kv-type-v q4_0`, 52 bytes per entry and head instead of f16's 256) still answer; the bytes are
+// the kept entries x the mixed row sizes.
+TEST(CliSmolLM2, PasskeyAnsweredWithSnapKVOnQ8KeysAndQ4Values) {
+  REQUIRE_SMOLLM2();
+  const fs::path prompt = temp_path("passkey_q.txt");
+  std::ofstream(prompt, std::ios::binary) << passkey_prompt();
+  const json j = run_json(
+      {"-f", prompt.string(), "--press", "snapkv", "--budget", "1024", "--kv-type", "q8_0", "--kv-type-v", "q4_0"});
+  fs::remove(prompt);
+  ASSERT_FALSE(j.empty());
+  EXPECT_EQ(j["kv_type"], "q8_0");
+  EXPECT_EQ(j["kv_type_v"], "q4_0");
+  EXPECT_NE(j["text"].get<std::string>().find(kPassKey), std::string::npos) << j["text"];
+  // 30 layers x 3 KV heads x (K row 2 x 34 + V row 2 x 18 bytes) per token held.
+  const size_t per_token = 30 * 3 * (68 + 36);
+  EXPECT_EQ(j["kv_cache_bytes"].get<size_t>(), (1024 + j["n_generated_tokens"].get<size_t>()) * per_token);
+  EXPECT_EQ(j["kv_cache_bytes_full"].get<size_t>(),
+            (j["n_prompt_tokens"].get<size_t>() + j["n_generated_tokens"].get<size_t>()) * per_token);
+  std::cout << "[smollm2 passkey] snapkv C=1024, q8_0 keys / q4_0 values: " << j["text"] << std::endl;
+}
+
 // Issue 11's case: RULER's noise haystack (x190) with one 7-digit number at depth 10 / 50 / 90 %, the
 // question after it in the same user turn (4,625 chat tokens). Measured (greedy, this test's commands):
 // plain snapkv at ratio 0.5 answers "73" / "73" / "736476" (digits evicted from the middle of the

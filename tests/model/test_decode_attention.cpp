@@ -92,7 +92,7 @@ std::vector<double> reference(const AttentionParams& p, const Seq& s) {
       hc.key_row(j, row.data());
       double d = 0;
       for (int i = 0; i < hd; ++i) {
-        const float qi = hc.type() == KVType::F16 ? fp16_to_fp32(fp32_to_fp16(q[i])) : q[i];
+        const float qi = hc.k_type() == KVType::F16 ? fp16_to_fp32(fp32_to_fp16(q[i])) : q[i];
         d += static_cast<double>(qi) * row[static_cast<size_t>(i)];
       }
       sc.push_back(p.scale * d);

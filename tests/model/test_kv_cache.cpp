@@ -42,6 +42,53 @@ TEST(KVHeadCache, AppendStoresRowsAndPositions) {
   }
 }
 
+// Q8_0 keys with Q4_0 values: each array is rounded by its own type, and every operation that moves
+// rows (keep, drop_front, clone, assign) moves both with their own row sizes.
+TEST(KVHeadCache, MixedKeyAndValueTypes) {
+  const int hd = 64;
+  KVHeadCache h(KVType::Q8_0, KVType::Q4_0, hd);
+  EXPECT_EQ(h.k_row_bytes(), 68u);
+  EXPECT_EQ(h.v_row_bytes(), 36u);
+  const auto k = rows(6, hd, 1.0f), v = rows(6, hd, -2.0f);
+  const std::vector<int32_t> pos{0, 2, 3, 4, 7, 8};
+  h.append(6, pos.data(), k.data(), hd, v.data(), hd);
+  EXPECT_EQ(h.bytes(), 6u * (68 + 36));
+  EXPECT_EQ(h.keys().type, KVType::Q8_0);
+  EXPECT_EQ(h.values().type, KVType::Q4_0);
+  // The same rows through single-type caches: keys as Q8_0 rounds them, values as Q4_0.
+  KVHeadCache hk(KVType::Q8_0, hd), hv(KVType::Q4_0, hd);
+  hk.append(6, pos.data(), k.data(), hd, v.data(), hd);
+  hv.append(6, pos.data(), k.data(), hd, v.data(), hd);
+  auto expect_rows = [&](const KVHeadCache& c, const std::vector<int64_t>& from) {
+    std::vector<float> got(hd), want(hd);
+    ASSERT_EQ(c.size(), static_cast<int64_t>(from.size()));
+    for (size_t i = 0; i < from.size(); ++i) {
+      EXPECT_EQ(c.positions()[i], pos[static_cast<size_t>(from[i])]);
+      c.key_row(static_cast<int64_t>(i), got.data());
+      hk.key_row(from[i], want.data());
+      EXPECT_EQ(got, want) << "key " << i;
+      c.value_row(static_cast<int64_t>(i), got.data());
+      hv.value_row(from[i], want.data());
+      EXPECT_EQ(got, want) << "value " << i;
+    }
+  };
+  expect_rows(h, {0, 1, 2, 3, 4, 5});
+  KVHeadCache c = h.clone();
+  expect_rows(c, {0, 1, 2, 3, 4, 5});
+  const std::vector<int32_t> keep{1, 3, 4};
+  h.keep(keep);
+  expect_rows(h, {1, 3, 4});
+  EXPECT_EQ(h.capacity_bytes(), 3u * (68 + 36));
+  h.drop_front(1);
+  expect_rows(h, {3, 4});
+  KVHeadCache r(KVType::Q8_0, KVType::Q4_0, hd);
+  r.assign(c.size(), c.pos_data(), c.k_data(), c.v_data());
+  expect_rows(r, {0, 1, 2, 3, 4, 5});
+  KVHeadCache moved = std::move(r);
+  expect_rows(moved, {0, 1, 2, 3, 4, 5});
+  EXPECT_EQ(moved.v_type(), KVType::Q4_0);
+}
+
 TEST(KVHeadCache, StridedAppendAndPositionOrder) {
   KVHeadCache h(KVType::F32, 2);
   // rows of 2 heads x 2 dims: take head 1 (offset 2, stride 4)

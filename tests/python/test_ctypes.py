@@ -132,6 +132,14 @@ def main() -> int:
             raise AssertionError("an unknown kv_type was accepted")
         except ValueError as err:
             assert "kv_type" in str(err), err
+        # Keys and values of two types: both quantized, else a clear error naming the rule.
+        err = expect_error("invalid_argument", eng.new_sequence, kv_type="f16", kv_type_v="q4_0")
+        assert "both be quantized" in err.message, err.message
+        err = expect_error("invalid_argument", eng.new_sequence, kv_type="q8_0", kv_type_v="q4_0")
+        assert "head_dim" in err.message, err.message
+        mixed_ok = eng.new_sequence(kv_type="f32", kv_type_v="f32", cold_tier="int8")
+        mixed_ok.prefill(ids)
+        assert mixed_ok.n_past == len(ids)
 
         # Errors: bad press, bad token id, full context, non-empty sequence for generate.
         bad = eng.new_sequence(n_ctx=8)

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -52,11 +53,13 @@ struct Trace {
   std::vector<std::vector<float>> logits;
 };
 
-/// Prefills `p` with `press` on a fresh sequence and decodes `steps` greedy tokens, alone.
+/// Prefills `p` with `press` on a fresh sequence and decodes `steps` greedy tokens, alone. Keys
+/// (and values unless `kv_v`) stored as `kv`.
 inline Trace run_alone(const Engine& e, const std::vector<int32_t>& p, const std::string& press, int steps,
-                       KVType kv = KVType::F32, int threads = 0) {
+                       KVType kv = KVType::F32, int threads = 0, std::optional<KVType> kv_v = std::nullopt) {
   SequenceOptions so;
   so.kv_type = kv;
+  so.kv_type_v = kv_v;
   so.n_ctx = 2048;
   auto seq = e.new_sequence(so);
   WorkspaceOptions wo;
@@ -87,11 +90,15 @@ inline void expect_same_cache(const KVCache& a, const KVCache& b, const std::str
       const KVHeadCache& x = a.layer(il).heads[h];
       const KVHeadCache& y = b.layer(il).heads[h];
       ASSERT_EQ(x.size(), y.size()) << what << " layer " << il << " head " << h;
-      const size_t rb = kv_row_bytes(x.type(), x.head_dim()) * static_cast<size_t>(x.size());
+      ASSERT_EQ(x.k_type(), y.k_type()) << what;
+      ASSERT_EQ(x.v_type(), y.v_type()) << what;
+      const auto n = static_cast<size_t>(x.size());
       EXPECT_TRUE(std::equal(x.positions().begin(), x.positions().end(), y.positions().begin()))
           << what << " layer " << il << " head " << h;
-      EXPECT_EQ(0, std::memcmp(x.k_data(), y.k_data(), rb)) << what << " K, layer " << il << " head " << h;
-      EXPECT_EQ(0, std::memcmp(x.v_data(), y.v_data(), rb)) << what << " V, layer " << il << " head " << h;
+      EXPECT_EQ(0, std::memcmp(x.k_data(), y.k_data(), n * x.k_row_bytes()))
+          << what << " K, layer " << il << " head " << h;
+      EXPECT_EQ(0, std::memcmp(x.v_data(), y.v_data(), n * x.v_row_bytes()))
+          << what << " V, layer " << il << " head " << h;
     }
 }
 
@@ -101,21 +108,23 @@ struct SeqCase {
   std::string press;
 };
 
-/// Runs every case alone (prompt(len, n_vocab, seed + i), `steps` greedy tokens, cache type `kv`),
+/// Runs every case alone (prompt(len, n_vocab, seed + i), `steps` greedy tokens, cache type `kv`,
+/// values `kv_v` when set),
 /// then all of them prefilled one by one and stepped together in one Batch, and expects the same
 /// logits bit for bit at every step and the same n_past at the end.
 inline void expect_batched_equals_alone(const Engine& e, const std::vector<SeqCase>& cases, int steps, KVType kv,
-                                        uint64_t seed) {
+                                        uint64_t seed, std::optional<KVType> kv_v = std::nullopt) {
   const int V = e.info().n_vocab;
   std::vector<Trace> alone;
   for (size_t i = 0; i < cases.size(); ++i)
-    alone.push_back(run_alone(e, prompt(cases[i].len, V, seed + i), cases[i].press, steps, kv));
+    alone.push_back(run_alone(e, prompt(cases[i].len, V, seed + i), cases[i].press, steps, kv, 0, kv_v));
   Workspace ws(e);
   std::vector<std::unique_ptr<Sequence>> seqs;
   std::vector<int32_t> next;
   for (size_t i = 0; i < cases.size(); ++i) {
     SequenceOptions so;
     so.kv_type = kv;
+    so.kv_type_v = kv_v;
     so.n_ctx = 2048;
     seqs.push_back(e.new_sequence(so));
     PrefillOptions po;

@@ -139,8 +139,8 @@ class Server:
             self.proc.wait()
 
 
-def cli_greedy(binary, model, prompt, n, press=None, chat=False):
-    cmd = [binary, "run", "-m", model, "-p", prompt, "-n", str(n), "--temp", "0", "--json", "-t", "1"]
+def cli_greedy(binary, model, prompt, n, press=None, chat=False, extra=()):
+    cmd = [binary, "run", "-m", model, "-p", prompt, "-n", str(n), "--temp", "0", "--json", "-t", "1", *extra]
     if press:
         cmd += ["--press", press]
     if chat:
@@ -300,6 +300,25 @@ def case_openai(binary):
                                                      {"role": "user", "content": question}])
         ext = r.model_extra["snapkv"]
         check(ext["compressed"] is True and 4 < ext["window"] < 40, f"window=question, a short last turn: {ext}")
+    finally:
+        rc = srv.stop()
+    check(rc == 0, f"exit status {rc} after SIGTERM")
+
+    # q8_0 keys with q4_0 values: the server answers and counts bytes as the CLI with the same flags.
+    kv = ["--kv-type", "q8_0", "--kv-type-v", "q4_0"]
+    srv = Server(binary, SMOLLM2, "-c", "1024", *kv)
+    try:
+        doc = long_text()[:1500]
+        press = "snapkv:budget=96"
+        want = cli_greedy(binary, SMOLLM2, doc, 8, press=press, chat=True, extra=kv)
+        check(want["kv_type"] == "q8_0" and want["kv_type_v"] == "q4_0", f"CLI kv types {want}")
+        r = srv.post("/v1/chat/completions", {"model": "smollm2", "max_tokens": 8, "temperature": 0,
+                                              "messages": [{"role": "user", "content": doc}], "kv_compression": press})
+        check(r[0] == 200, f"mixed KV types: {r}")
+        body = r[2]
+        check(body["choices"][0]["message"]["content"] == want["text"], f"mixed KV chat {body} != CLI {want['text']!r}")
+        check(body["snapkv"]["kv_cache_bytes"] == want["kv_cache_bytes"],
+              f"mixed KV bytes {body['snapkv']} vs CLI {want['kv_cache_bytes']}")
     finally:
         rc = srv.stop()
     check(rc == 0, f"exit status {rc} after SIGTERM")

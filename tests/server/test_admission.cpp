@@ -23,20 +23,33 @@ ModelInfo info(std::vector<int> windows = {0, 0, 0, 0}) {
 
 TEST(Admission, FullCache) {
   const PressPlanSummary none;
-  const KvProjection p = project_kv(info(), KVType::F16, 1000, 100, none);
+  const KvProjection p = project_kv(info(), KVType::F16, KVType::F16, 1000, 100, none);
   EXPECT_EQ(p.after_prefill, 4u * 1000 * 64);
   EXPECT_EQ(p.final_bytes, 4u * 1100 * 64);
   EXPECT_EQ(p.prefill_peak, 4u * 1000 * 64);  // the last layer at full length after 3 full ones
   EXPECT_EQ(p.reserve(), 4u * 1100 * 64);
   EXPECT_EQ(p.full_bytes, 4u * 1100 * 64);
-  EXPECT_EQ(project_kv(info(), KVType::F32, 1000, 100, none).reserve(), 2 * p.reserve());
+  EXPECT_EQ(project_kv(info(), KVType::F32, KVType::F32, 1000, 100, none).reserve(), 2 * p.reserve());
+}
+
+// Keys and values of two types: every token costs a key row of one and a value row of the other.
+TEST(Admission, MixedKeyValueTypes) {
+  const PressPlanSummary none;
+  ModelInfo mi = info();
+  mi.head_dim = 64;                                // two Q8_0 / Q4_0 blocks per row
+  const size_t per_token = 2 * (2 * 34 + 2 * 18);  // 2 KV heads x (K row 68 B + V row 36 B)
+  const KvProjection p = project_kv(mi, KVType::Q8_0, KVType::Q4_0, 1000, 100, none);
+  EXPECT_EQ(p.after_prefill, 4u * 1000 * per_token);
+  EXPECT_EQ(p.reserve(), 4u * 1100 * per_token);
+  EXPECT_EQ(per_token * 4, mi.kv_bytes_per_token(KVType::Q8_0, KVType::Q4_0));
+  EXPECT_THROW(project_kv(info(), KVType::Q8_0, KVType::Q4_0, 10, 1, none), Error);  // head_dim 8
 }
 
 TEST(Admission, CompressedPromptAndPeak) {
   PressPlanSummary plan;
   plan.compress = true;
   plan.capacity = 256;
-  const KvProjection p = project_kv(info(), KVType::F16, 4096, 128, plan);
+  const KvProjection p = project_kv(info(), KVType::F16, KVType::F16, 4096, 128, plan);
   EXPECT_EQ(p.after_prefill, 4u * 256 * 64);
   EXPECT_EQ(p.final_bytes, 4u * (256 + 128) * 64);
   // Layer-major: the last layer at its full 4096 while the three before hold 256 each.
@@ -45,10 +58,10 @@ TEST(Admission, CompressedPromptAndPeak) {
   EXPECT_EQ(p.full_bytes, 4u * (4096 + 128) * 64);
   // The same budget holds several times as many compressed sessions as full ones.
   const PressPlanSummary none;
-  const size_t budget = 4 * project_kv(info(), KVType::F16, 4096, 128, none).reserve();
+  const size_t budget = 4 * project_kv(info(), KVType::F16, KVType::F16, 4096, 128, none).reserve();
   KvBudget b_none(budget), b_snap(budget);
   int n_none = 0, n_snap = 0;
-  while (b_none.try_reserve(project_kv(info(), KVType::F16, 4096, 128, none).reserve())) ++n_none;
+  while (b_none.try_reserve(project_kv(info(), KVType::F16, KVType::F16, 4096, 128, none).reserve())) ++n_none;
   while (b_snap.try_reserve(p.reserve())) ++n_snap;
   EXPECT_EQ(n_none, 4);
   EXPECT_EQ(n_snap, 13);  // 4 x 16896 / 4864 token-layers: the peak bounds it on a 4-layer model
@@ -59,13 +72,13 @@ TEST(Admission, SlidingWindowLayers) {
   // Layer 0 and 2 slide over 128 tokens; decoding lets them hold 16 entries more before trimming.
   ModelInfo swa = info({128, 0, 128, 0});
   swa.window_slack = 16;
-  const KvProjection p = project_kv(swa, KVType::F16, 1000, 50, none);
+  const KvProjection p = project_kv(swa, KVType::F16, KVType::F16, 1000, 50, none);
   EXPECT_EQ(p.after_prefill, (2u * 127 + 2u * 1000) * 64);
   EXPECT_EQ(p.final_bytes, (2u * (127 + 16) + 2u * 1050) * 64);
   // Peak at layer 3: 127 + 1000 + 127 held, layer 3 at 1000.
   EXPECT_EQ(p.prefill_peak, (127u + 1000 + 127 + 1000) * 64);
   // A prompt shorter than the window is held whole.
-  const KvProjection s = project_kv(swa, KVType::F16, 10, 5, none);
+  const KvProjection s = project_kv(swa, KVType::F16, KVType::F16, 10, 5, none);
   EXPECT_EQ(s.after_prefill, 4u * 10 * 64);
   EXPECT_EQ(s.final_bytes, 4u * 15 * 64);
 }
@@ -85,7 +98,8 @@ TEST(Admission, GemmaSequenceStaysWithinItsProjection) {
   prompt[0] = 2;  // BOS
   for (const char* spec : {"none", "snapkv:budget=128,window=16"}) {
     const PressSpec press = PressSpec::parse(spec);
-    const KvProjection proj = project_kv(mi, KVType::F16, n_prompt, n_gen, plan_press_spec(press, n_prompt));
+    const KvProjection proj =
+        project_kv(mi, KVType::F16, KVType::F16, n_prompt, n_gen, plan_press_spec(press, n_prompt));
     SequenceOptions so;
     so.n_ctx = 1024;
     auto seq = e->new_sequence(so);

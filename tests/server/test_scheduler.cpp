@@ -52,7 +52,7 @@ std::shared_ptr<Job> make_job(const Engine& e, const std::string& prompt, int64_
   const auto n = static_cast<int64_t>(job->prompt.size());
   job->max_tokens = max_tokens;
   job->plan = plan_press_spec(job->req.press, n);
-  job->kv = project_kv(e.info(), KVType::F16, n, max_tokens, job->plan);
+  job->kv = project_kv(e.info(), KVType::F16, KVType::F16, n, max_tokens, job->plan);
   return job;
 }
 
@@ -330,7 +330,7 @@ std::shared_ptr<Job> session_job(const Engine& e, const std::string& id, const s
   job->fingerprint = std::string(press) + "|" + std::to_string(context.size()) + "|" + std::to_string(context[1]);
   job->max_tokens = 12;
   job->plan = plan_press_spec(job->req.press, job->context_tokens);
-  job->kv = project_kv(e.info(), KVType::F16, job->context_tokens,
+  job->kv = project_kv(e.info(), KVType::F16, KVType::F16, job->context_tokens,
                        job->max_tokens + static_cast<int64_t>(question.size()), job->plan);
   return job;
 }
