@@ -233,7 +233,7 @@ def main() -> None:
                     f"{r.get('compression_ms', 0):.0f}" if press != "none" else "-",
                 ])
 
-    def kv_name(r):  # "q8_0" or, keys and values of two types, "q8_0/q4_0"
+    def kv_name(r):  # "q8_0" or, keys and values of two types, "q8_0 keys, q4_0 values"
         k, v = r.get("kv_type", "?"), r.get("kv_type_v", r.get("kv_type", "?"))
         return k if k == v else f"{k} keys, {v} values"
     kv_types = sorted({kv_name(x["reports"][0]) for x in raw}) or ["?"]

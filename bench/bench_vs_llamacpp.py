@@ -44,11 +44,11 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--prompt-tokens", default="512,4096", help="comma list of prompt lengths in tokens (BOS included)")
     ap.add_argument("-n", "--n-gen", type=int, default=128, help="generated tokens per run")
     ap.add_argument("-r", "--reps", type=int, default=3, help="repetitions per peer; medians are reported")
-    ap.add_argument("--kv-type-v", choices=["f16", "f32", "q8_0", "q4_0"], default=None,
-                    help="values' KV type on both sides (default: --kv-type's; e.g. --kv-type q8_0 --kv-type-v q4_0)")
     ap.add_argument("--kv-type", choices=["f16", "f32", "q8_0", "q4_0"], default="f16",
                     help="KV cache element type on both sides (q8_0 / q4_0: llama.cpp needs flash attention on for a "
                          "quantized V cache, so only its FA-on peer runs)")
+    ap.add_argument("--kv-type-v", choices=["f16", "f32", "q8_0", "q4_0"], default=None,
+                    help="values' KV type on both sides (default: --kv-type's; e.g. --kv-type q8_0 --kv-type-v q4_0)")
     bl.add_prefill_attn_arg(ap)
     ap.add_argument("--text", type=pathlib.Path, default=None, help="prompt source text (default GPL-3)")
     ap.add_argument("--llama-only", action="store_true", help="measure llama.cpp only (no snapkv binary needed)")
@@ -109,6 +109,9 @@ def main() -> None:
 
     fa = {"off": [False], "on": [True], "both": [False, True]}[a.flash_attn]
     kv_v = a.kv_type_v or a.kv_type
+    quant = ("q8_0", "q4_0")
+    if kv_v != a.kv_type and not (kv_v in quant and a.kv_type in quant):
+        bl.fail(f"--kv-type {a.kv_type} with --kv-type-v {kv_v}: snapkv mixes only quantized types (q8_0 / q4_0)")
     if kv_v in ("q8_0", "q4_0") or a.kv_type in ("q8_0", "q4_0"):
         if a.flash_attn == "off":
             bl.fail(f"--kv-type {a.kv_type} / --kv-type-v {kv_v}: llama.cpp quantizes the V cache only with flash "

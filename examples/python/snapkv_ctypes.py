@@ -222,13 +222,14 @@ class Engine:
         """A new sequence; cold_tier ("int8", "f16" or "disk:DIR") keeps what a press evicts for follow-up
         questions (Sequence.prefill_reselect). kv_type stores keys (and values unless kv_type_v): e.g.
         kv_type="q8_0", kv_type_v="q4_0"."""
-        for name, t in (("kv_type", kv_type), ("kv_type_v", kv_type_v)):
-            if t is not None and t not in KV_TYPES:
-                raise ValueError(f"{name} must be one of {sorted(KV_TYPES)}")
+        if kv_type not in KV_TYPES:
+            raise ValueError(f"kv_type must be one of {sorted(KV_TYPES)}")
+        if kv_type_v is not None and kv_type_v not in KV_TYPES:
+            raise ValueError(f"kv_type_v must be one of {sorted(KV_TYPES)}")
         h = _P()
         if kv_type_v is not None:
             _check(self.lib, self.lib.snapkv_sequence_new_kv(self._h, n_ctx, KV_TYPES[kv_type], KV_TYPES[kv_type_v],
-                                                             cold_tier.encode() if cold_tier else None,
+                                                             cold_tier.encode() if cold_tier is not None else None,
                                                              ctypes.byref(h)))
         elif cold_tier is None:
             _check(self.lib, self.lib.snapkv_sequence_new(self._h, n_ctx, KV_TYPES[kv_type], ctypes.byref(h)))

@@ -64,7 +64,8 @@ struct ModelInfo {
   /// Q4_0, head_dim % 32 != 0).
   size_t kv_bytes_per_token(KVType t) const;
   /// The same with keys of type `k` and values of type `v`: n_layer x n_head_kv x
-  /// kv_entry_bytes(k, v, head_dim). Throws snapkv::Error as kv_row_bytes does.
+  /// kv_entry_bytes(k, v, head_dim). Throws snapkv::Error as kv_row_bytes does; a pair that
+  /// kv_types_combine rejects (no cache holds it) gets the size its rows would have.
   size_t kv_bytes_per_token(KVType k, KVType v) const;
 };
 

@@ -39,7 +39,9 @@ struct LoadedSession {
 /// by a complete one; the file is readable by its owner only (mode 0600: it holds the document's
 /// keys and values). The loader maps the file: do not truncate it while a load runs. Not saved: the kept-positions log
 /// and retained window queries (a restored sequence cannot be compress()ed). Size: the hot KV bytes + 4 B per entry +
-/// the cold bytes + n_vocab x 4 B of logits + a small JSON header. Throws snapkv::Error for a sequence with a pending
+/// the cold bytes + n_vocab x 4 B of logits + a small JSON header. Format version 1, or 2 when the values' KV type
+/// differs from the keys' (SequenceOptions::kv_type_v; builds that read only version 1 refuse such files with a
+/// clear error). Throws snapkv::Error for a sequence with a pending
 /// prefill or of another engine's model, or a file that cannot be written (naming it and why).
 void save_session(const Engine& engine, const Sequence& seq, const std::string& path, std::string_view app_data = {});
 

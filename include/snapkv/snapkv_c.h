@@ -203,8 +203,9 @@ SNAPKV_API snapkv_status snapkv_sequence_new(const snapkv_engine* engine, int64_
  *  -ctv), and an optional cold tier (`cold_tier` NULL: none; otherwise as
  *  snapkv_sequence_new_cold). The two types are equal or both quantized (SNAPKV_KV_Q8_0 /
  *  SNAPKV_KV_Q4_0), e.g. Q8_0 keys (34 bytes per 32 elements) with Q4_0 values (18 bytes).
- *  Errors: as snapkv_sequence_new_cold, and SNAPKV_ERR_INVALID_ARGUMENT naming k_type or v_type
- *  for a value outside snapkv_kv_type or for types that do not combine. */
+ *  Errors: SNAPKV_ERR_INVALID_ARGUMENT for what snapkv_sequence_new refuses, an unknown
+ *  cold_tier, a k_type or v_type outside snapkv_kv_type (the message names which), or types that
+ *  do not combine (the message says "must both be quantized"). */
 SNAPKV_API snapkv_status snapkv_sequence_new_kv(const snapkv_engine* engine, int64_t n_ctx, snapkv_kv_type k_type,
                                                 snapkv_kv_type v_type, const char* cold_tier,
                                                 snapkv_sequence** out) SNAPKV_NOEXCEPT;

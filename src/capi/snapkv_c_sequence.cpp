@@ -86,9 +86,10 @@ std::optional<snapkv::KVType> kv_type_of(snapkv_kv_type t) {
 }
 
 /// snapkv_sequence_new / _cold / _kv: a sequence with keys of `k_type`, values of `v_type` and
-/// the cold tier `cold_tier` names (nullptr: none).
+/// the cold tier `cold_tier` names (nullptr: none). `two_types`: the caller's parameters are
+/// k_type and v_type (snapkv_sequence_new_kv), not one kv_type (for the messages).
 snapkv_status new_sequence(const char* fn, const snapkv_engine* engine, int64_t n_ctx, snapkv_kv_type k_type,
-                           snapkv_kv_type v_type, const char* cold_tier, snapkv_sequence** out) {
+                           snapkv_kv_type v_type, bool two_types, const char* cold_tier, snapkv_sequence** out) {
   snapkv::ColdTierOptions ct;
   if (cold_tier != nullptr) {
     const snapkv_status parsed = guarded(fn, SNAPKV_ERR_INVALID_ARGUMENT, [&] {
@@ -106,7 +107,7 @@ snapkv_status new_sequence(const char* fn, const snapkv_engine* engine, int64_t 
                 std::string(name) + " " + std::to_string(snapkv::capi::enum_value(t)) +
                     " is not SNAPKV_KV_F16, SNAPKV_KV_F32, SNAPKV_KV_Q8_0 or SNAPKV_KV_Q4_0");
   };
-  if (!k) return bad(k_type == v_type ? "kv_type" : "k_type", k_type);
+  if (!k) return bad(two_types ? "k_type" : "kv_type", k_type);
   if (!v) return bad("v_type", v_type);
   return guarded(fn, SNAPKV_ERR_INVALID_ARGUMENT, [&] {
     snapkv::SequenceOptions o;
@@ -128,19 +129,19 @@ extern "C" {
 
 snapkv_status snapkv_sequence_new(const snapkv_engine* engine, int64_t n_ctx, snapkv_kv_type kv_type,
                                   snapkv_sequence** out) noexcept {
-  return new_sequence("snapkv_sequence_new", engine, n_ctx, kv_type, kv_type, nullptr, out);
+  return new_sequence("snapkv_sequence_new", engine, n_ctx, kv_type, kv_type, false, nullptr, out);
 }
 
 snapkv_status snapkv_sequence_new_cold(const snapkv_engine* engine, int64_t n_ctx, snapkv_kv_type kv_type,
                                        const char* cold_tier, snapkv_sequence** out) noexcept {
   static constexpr const char* fn = "snapkv_sequence_new_cold";
   if (cold_tier == nullptr) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "cold_tier is NULL");
-  return new_sequence(fn, engine, n_ctx, kv_type, kv_type, cold_tier, out);
+  return new_sequence(fn, engine, n_ctx, kv_type, kv_type, false, cold_tier, out);
 }
 
 snapkv_status snapkv_sequence_new_kv(const snapkv_engine* engine, int64_t n_ctx, snapkv_kv_type k_type,
                                      snapkv_kv_type v_type, const char* cold_tier, snapkv_sequence** out) noexcept {
-  return new_sequence("snapkv_sequence_new_kv", engine, n_ctx, k_type, v_type, cold_tier, out);
+  return new_sequence("snapkv_sequence_new_kv", engine, n_ctx, k_type, v_type, true, cold_tier, out);
 }
 
 snapkv_status snapkv_prefill_reselect(snapkv_sequence* seq, const int32_t* tokens, size_t n_tokens,

@@ -60,9 +60,10 @@ std::optional<KVType> parse_kv_type_v(const std::string& s, KVType k) {
   return v;
 }
 
-void check_kv_types(KVType k, KVType v, int head_dim) {
-  if (const std::string why = kv_types_problem(k, v, head_dim); !why.empty())
-    throw Error(fmt::format("--kv-type {} / --kv-type-v {}: {}", kv_type_name(k), kv_type_name(v), why));
+void check_kv_types(KVType k, std::optional<KVType> v, int head_dim) {
+  if (const std::string why = kv_types_problem(k, v.value_or(k), head_dim); !why.empty())
+    throw Error(v ? fmt::format("--kv-type {} / --kv-type-v {}: {}", kv_type_name(k), kv_type_name(*v), why)
+                  : fmt::format("--kv-type {}: {}", kv_type_name(k), why));
 }
 
 PrefillAttention parse_prefill_attention(const std::string& s) {

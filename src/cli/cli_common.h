@@ -24,9 +24,9 @@ KVType parse_kv_type(const std::string& s, const char* flag = "--kv-type");
 /// type `k` (kv_types_combine). Throws snapkv::Error naming both flags.
 std::optional<KVType> parse_kv_type_v(const std::string& s, KVType k);
 
-/// Throws snapkv::Error naming --kv-type / --kv-type-v when keys of type `k` and values of type
-/// `v` cannot be stored for the model's head_dim (kv_types_problem).
-void check_kv_types(KVType k, KVType v, int head_dim);
+/// Throws snapkv::Error naming --kv-type (and --kv-type-v when `v` is set) when keys of type `k`
+/// and values of type `v` (or `k`) cannot be stored for the model's head_dim (kv_types_problem).
+void check_kv_types(KVType k, std::optional<KVType> v, int head_dim);
 
 /// The PrefillAttention a --prefill-attn value names (exact, bf16). Throws snapkv::Error naming
 /// the flag and the accepted values for anything else. Whether this build runs it is the

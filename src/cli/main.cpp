@@ -317,8 +317,8 @@ void add_eval_options(CLI::App& ev, snapkv::cli::EvalOptions& o) {
       ->check(int_in(0, 1 << 20));
   add_kv_type_option(ev, o.kv_type, o.kv_type_v);
   ev.add_option("--reference-kv-type", o.reference_kv_type,
-                "fidelity: compare against a full cache of this type (default: --kv-type), e.g. f16 with "
-                "--kv-type q8_0")
+                "fidelity: compare against a full cache of this type, keys and values (default: --kv-type / "
+                "--kv-type-v), e.g. f16 with --kv-type q8_0")
       ->check(kv_type_arg());
   add_prefill_attn_option(ev, o.prefill_attn);
   ev.add_flag("--no-plots", o.no_plots, "do not draw the pictures and index.html");

@@ -263,6 +263,7 @@ int run_command(const RunOptions& opt) {
     if (o.questions.empty()) throw Error("--load-session answers questions about the saved context: give --question");
     if (o.press.name != "none" || !o.press_spec.empty() || o.budget_set || o.ratio_set)
       throw Error("--load-session: the press is the saved session's; drop --press / --press-spec / --budget / --ratio");
+    if (kv_type_v) throw Error("--load-session: the KV types are the saved session's; drop --kv-type-v");
     if (cold_tier.enabled && cold_tier.dir.empty())
       throw Error(
           "--load-session: the cold tier's format is the saved one; only --cold-tier disk:DIR (where its rows "
@@ -281,7 +282,7 @@ int run_command(const RunOptions& opt) {
   eo.n_threads = o.threads;
   eo.prefill_attention = prefill_attn;
   auto engine = Engine::load(model_path, eo);
-  check_kv_types(kv_type, kv_type_v.value_or(kv_type), engine->info().head_dim);
+  check_kv_types(kv_type, kv_type_v, engine->info().head_dim);
 
   // A loaded session brings its context, press and cold tier; the questions are rendered as the
   // saved prompt was.

@@ -102,7 +102,8 @@ struct RunnerOptions {
   int max_decode_rows = 7;
   KVType kv_type = KVType::F16;
   std::optional<KVType> kv_type_v;  ///< the values' type when not kv_type (SequenceOptions::kv_type_v)
-  /// Fidelity: the reference full cache's element type, keys and values (nullopt: kv_type, a fork of the same prefill).
+  /// Fidelity: the reference full cache's element type, keys and values alike (nullopt: the
+  /// cache's own kv_type / kv_type_v, a fork of the same prefill).
   /// The reference's prefill attention is always Exact: with a workspace that is not (BF16), the
   /// reference is prefilled on its own in an exact workspace.
   std::optional<KVType> reference_kv_type;

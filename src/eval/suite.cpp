@@ -164,6 +164,7 @@ nlohmann::ordered_json config_json(const EvalConfig& cfg, const Engine& e, const
   j["kv_type"] = kv_type_name(cfg.kv_type);
   j["kv_type_v"] = kv_type_name(cfg.kv_type_v.value_or(cfg.kv_type));
   j["reference_kv_type"] = kv_type_name(cfg.reference_kv_type.value_or(cfg.kv_type));  // fidelity's reference
+  j["reference_kv_type_v"] = kv_type_name(cfg.reference_kv_type.value_or(cfg.kv_type_v.value_or(cfg.kv_type)));
   j["prefill_attention"] = prefill_attention_name(cfg.prefill_attention);  // fidelity's reference: always exact
   j["cold_tier"] = cold_tier_name(cfg.cold_tier);                          // the reselect protocol's
   j["threads"] = cfg.threads;
@@ -192,6 +193,9 @@ void check_resumable(const nlohmann::json& old, const nlohmann::ordered_json& no
     same(k, old.at(k), now[k]);
   same("kv_type_v", old.value("kv_type_v", old.at("kv_type")), now["kv_type_v"]);  // older runs: one type
   same("reference_kv_type", old.value("reference_kv_type", old.at("kv_type")), now["reference_kv_type"]);
+  // Older runs: one type for keys and values.
+  same("reference_kv_type_v", old.value("reference_kv_type_v", old.value("reference_kv_type", old.at("kv_type"))),
+       now["reference_kv_type_v"]);
   // Runs before --prefill-attn were exact.
   same("prefill_attention",
        old.value("prefill_attention", nlohmann::json(prefill_attention_name(PrefillAttention::Exact))),

@@ -50,7 +50,8 @@ struct EvalConfig {
   KVType kv_type = KVType::F16;
   std::optional<KVType> kv_type_v;  ///< --kv-type-v: the values' type when not kv_type
   /// The fidelity task's reference (the "full" distribution every press is compared with): a full
-  /// cache of this element type (--reference-kv-type; default: kv_type, the same cache uncompressed).
+  /// cache of this element type, keys and values (--reference-kv-type; default: kv_type /
+  /// kv_type_v, the same cache uncompressed).
   /// E.g. kv_type Q8_0 with reference F16 measures quantization and compression together.
   std::optional<KVType> reference_kv_type;
   /// Arithmetic of prefill attention of the runs (--prefill-attn). The fidelity task's reference

@@ -337,10 +337,12 @@ LoadedSession load_session(const Engine& engine, const std::string& path, const 
     const std::optional<KVType> kv_type = kv_type_from_name(kvt);
     if (!kv_type || !kv_type_supports(*kv_type, mi.head_dim)) r.damaged(fmt::format("KV type '{}'", kvt));
     // Version 1 files have one type; version 2 name the values' type too.
+    if (ver == kVersionMixedKV && !hd.contains("kv_type_v")) r.damaged("format version 2 without kv_type_v");
     const std::string kvt_v = ver == kVersionMixedKV ? hd.at("kv_type_v").get<std::string>() : kvt;
     const std::optional<KVType> kv_type_v = kv_type_from_name(kvt_v);
-    if (!kv_type_v || !kv_type_supports(*kv_type_v, mi.head_dim) || !kv_types_combine(*kv_type, *kv_type_v))
-      r.damaged(fmt::format("KV types '{}' (keys) and '{}' (values)", kvt, kvt_v));
+    if (!kv_type_v) r.damaged(fmt::format("values' KV type '{}'", kvt_v));
+    if (const std::string why = kv_types_problem(*kv_type, *kv_type_v, mi.head_dim); !why.empty())
+      r.damaged(fmt::format("KV types '{}' (keys) and '{}' (values): {}", kvt, kvt_v, why));
     SequenceOptions so;
     so.kv_type = *kv_type;
     so.kv_type_v = *kv_type_v;

@@ -559,8 +559,9 @@ int run_server(const ServerOptions& opt) {
     (void)sh.engine->tokenizer();  // a model without a tokenizer cannot serve text
     const KVType kv_v = opt.scheduler.kv_type_v.value_or(opt.scheduler.kv_type);
     if (const std::string why = kv_types_problem(opt.scheduler.kv_type, kv_v, sh.engine->info().head_dim); !why.empty())
-      throw Error(fmt::format("--kv-type {} / --kv-type-v {}: {}", kv_type_name(opt.scheduler.kv_type),
-                              kv_type_name(kv_v), why));
+      throw Error(opt.scheduler.kv_type_v ? fmt::format("--kv-type {} / --kv-type-v {}: {}",
+                                                        kv_type_name(opt.scheduler.kv_type), kv_type_name(kv_v), why)
+                                          : fmt::format("--kv-type {}: {}", kv_type_name(opt.scheduler.kv_type), why));
     sh.n_ctx = opt.scheduler.n_ctx > 0 ? opt.scheduler.n_ctx : sh.engine->info().n_ctx_train;
     sh.model_id =
         sh.engine->info().name.empty() ? std::filesystem::path(opt.model_path).stem().string() : sh.engine->info().name;

@@ -254,6 +254,8 @@ TEST(CApi, SequenceArgumentsAndContext) {
                SNAPKV_ERR_INVALID_ARGUMENT, "snapkv_sequence_new_kv", "v_type 9");
   expect_error(snapkv_sequence_new_kv(e.get(), 0, c_enum<snapkv_kv_type>(-1), SNAPKV_KV_Q4_0, nullptr, &s),
                SNAPKV_ERR_INVALID_ARGUMENT, "snapkv_sequence_new_kv", "k_type -1");
+  expect_error(snapkv_sequence_new_kv(e.get(), 0, c_enum<snapkv_kv_type>(9), c_enum<snapkv_kv_type>(9), nullptr, &s),
+               SNAPKV_ERR_INVALID_ARGUMENT, "snapkv_sequence_new_kv", "k_type 9");
   expect_error(snapkv_sequence_new_kv(e.get(), 0, SNAPKV_KV_F16, SNAPKV_KV_Q4_0, nullptr, &s),
                SNAPKV_ERR_INVALID_ARGUMENT, "snapkv_sequence_new_kv", "both be quantized");
   expect_error(snapkv_sequence_new_kv(e.get(), 0, SNAPKV_KV_Q8_0, SNAPKV_KV_Q4_0, nullptr, &s),

@@ -2,8 +2,11 @@
 // generate() and llama.cpp's greedy golden; a hand-written prefill/decode/sample loop gives the
 // same; batched decode equals decoding each sequence alone; press statistics; stop strings and
 // cancellation; one engine used from several threads; a sequence outliving its engine handle.
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 #include <thread>
 
 #include "capi/capi_test_util.h"
@@ -252,6 +255,45 @@ TEST(CApiGenerate, ConcurrentSequencesOfOneEngineAndEngineFreedFirst) {
   Streamed out;
   ASSERT_EQ(snapkv_generate(seq.get(), p.data(), p.size(), &gp, record, &out, nullptr), SNAPKV_OK);
   EXPECT_EQ(out.tokens, ref);
+}
+
+// snapkv_sequence_new_kv on a model whose head_dim (64) takes Q8_0 / Q4_0 rows: q8_0 keys with q4_0
+// values and a cold tier; the bytes held are the entries x (68 + 36) bytes per KV head and layer.
+// SmolLM2 from the model cache (scripts/get-model.sh smollm2); skipped without it.
+TEST(CApiGenerate, MixedKeyAndValueTypesOnSmolLM2) {
+  const char* dir = std::getenv("SNAPKV_MODELS");
+  const std::string home = std::getenv("HOME") ? std::getenv("HOME") : "";
+  const std::string path =
+      (dir ? std::string(dir) : home + "/.cache/snapkv/models") + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+  if (FILE* f = std::fopen(path.c_str(), "rb")) {
+    std::fclose(f);
+  } else {
+    GTEST_SKIP() << path << " missing (scripts/get-model.sh smollm2)";
+  }
+  snapkv_engine* raw = nullptr;
+  ASSERT_EQ(snapkv_engine_load(path.c_str(), 2, &raw), SNAPKV_OK) << snapkv_last_error();
+  EnginePtr e(raw);
+  snapkv_sequence* s = nullptr;
+  ASSERT_EQ(snapkv_sequence_new_kv(e.get(), 0, SNAPKV_KV_Q8_0, SNAPKV_KV_Q4_0, "int8", &s), SNAPKV_OK)
+      << snapkv_last_error();
+  SequencePtr seq(s);
+  std::string text;
+  for (int i = 0; i < 40; ++i) text += "The grass is green. The sky is blue. The sun is yellow. Here we go. ";
+  const std::vector<int32_t> ids = tokenize(e.get(), text);
+  ASSERT_GT(ids.size(), 300u);
+  const float* logits = nullptr;
+  ASSERT_EQ(snapkv_prefill(seq.get(), ids.data(), ids.size(), "snapkv:budget=128,window=16", &logits), SNAPKV_OK)
+      << snapkv_last_error();
+  snapkv_stats st{};
+  ASSERT_EQ(snapkv_sequence_stats(seq.get(), &st), SNAPKV_OK);
+  const uint64_t per_entry = 3 * (68 + 36);  // 3 KV heads x (Q8_0 key row + Q4_0 value row), head_dim 64
+  EXPECT_EQ(st.kv_cache_bytes, uint64_t{30} * 128 * per_entry);
+  EXPECT_EQ(st.kv_cache_bytes_full, uint64_t{30} * ids.size() * per_entry);
+  EXPECT_GT(st.kv_cold_bytes, 0u);
+  const std::vector<int32_t> q = tokenize(e.get(), " What color is the sky?", false);
+  ASSERT_EQ(snapkv_prefill_reselect(seq.get(), q.data(), q.size(), &logits), SNAPKV_OK) << snapkv_last_error();
+  ASSERT_EQ(snapkv_sequence_stats(seq.get(), &st), SNAPKV_OK);
+  EXPECT_EQ(st.kv_cache_bytes, uint64_t{30} * (128 + q.size()) * per_entry);
 }
 
 }  // namespace

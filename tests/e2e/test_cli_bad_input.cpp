@@ -127,6 +127,13 @@ TEST(CliBadFlags, OutOfRangeWrongTypeAndEmptyValues) {
       {run_args({"--kv-type-v", "q4_0"}), {"--kv-type f16", "--kv-type-v q4_0", "both be quantized"}, 1},
       {run_args({"--kv-type", "q8_0", "--kv-type-v", "f16"}), {"--kv-type q8_0", "--kv-type-v f16"}, 1},
       {run_args({"--kv-type", "q8_0", "--kv-type-v", "q4_0"}), {"--kv-type q8_0", "multiple of 32", "is 8"}, 1},
+      {{"run", "-m", "/nonexistent/model.gguf", "-p", "hi", "--kv-type-v", "q4_0"}, {"both be quantized"}, 1},
+      {{"serve", "-m", stories(), "--kv-type-v", "q4_0"},
+       {"--kv-type f16", "--kv-type-v q4_0", "both be quantized"},
+       1},
+      {{"eval", "-m", stories(), "--out", "/nonexistent/eval", "--kv-type", "q8_0", "--kv-type-v", "f32"},
+       {"--kv-type q8_0", "--kv-type-v f32", "both be quantized"},
+       1},
       {run_args({"--compression-ratio", "0.5"}), {"--compression-ratio", "--press"}, 1},
       {{"run", "-m", "", "-p", "hi"}, {"--model", "must not be empty"}, 2},  // was: the default model, silently
       {{"inspect", "-m", ""}, {"--model", "must not be empty"}, 2},

@@ -215,6 +215,27 @@ TEST(Suite, RecordsPrefillAttentionAndResumeChecksIt) {
     EXPECT_EQ(nlohmann::json::parse(in)["prefill_attention"], "bf16");
     fs::remove_all(d2);
   }
+  // The values' types (--kv-type-v, and the reference's): recorded; a config.json of an earlier
+  // version (one type) resumes, one whose values' or reference values' type differs does not.
+  cj = read_config();
+  EXPECT_EQ(cj["kv_type_v"], "f16");
+  EXPECT_EQ(cj["reference_kv_type_v"], "f16");
+  cj.erase("kv_type_v");
+  cj.erase("reference_kv_type_v");
+  write_config(cj);
+  EXPECT_EQ(run_suite(cfg, d.string(), true).records, 0);
+  for (const char* field : {"kv_type_v", "reference_kv_type_v"}) {
+    nlohmann::json other = read_config();
+    other[field] = "q4_0";
+    write_config(other);
+    try {
+      (void)run_suite(cfg, d.string(), true);
+      ADD_FAILURE() << "resumed a run of another " << field;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string(field) + " ="), std::string::npos) << e.what();
+    }
+    write_config(cj);
+  }
   fs::remove_all(d);
 }
 

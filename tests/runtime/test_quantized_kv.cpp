@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "runtime_util.h"
+#include "snapkv/cold_tier.h"
 #include "snapkv/session.h"
 #include "support/synthetic_model.h"
 
@@ -160,6 +161,44 @@ TEST_P(QuantizedKV, SavedSessionRestoresTheSameBits) {
   e->step(b, ws);
   const auto la = a.logits(0), lb = b.logits(0);
   EXPECT_TRUE(std::equal(la.begin(), la.end(), lb.begin(), lb.end()));
+}
+
+// A follow-up question re-selects from the cold tier (restoring a compressed layer re-stores each
+// hot row in its own type), and a session saved with its cold layers answers it the same way.
+TEST_P(QuantizedKV, ColdTierFollowUpAndItsSessionAgree) {
+  const KVTypes kv = GetParam();
+  auto e = tiny();
+  Workspace ws(*e);
+  SequenceOptions so;
+  so.kv_type = kv.k;
+  so.kv_type_v = kv.v_opt();
+  so.n_ctx = 2048;
+  so.cold_tier = parse_cold_tier("int8");
+  auto s = e->new_sequence(so);
+  PrefillOptions po;
+  po.press = PressSpec::parse("snapkv:budget=64,window=16");
+  (void)e->prefill(*s, prompt(400, e->info().n_vocab, 12), po, ws);
+  ASSERT_TRUE(s->stats().compressed);
+  EXPECT_GT(s->stats().kv_cold_bytes, 0u);
+  const fs::path file = fs::temp_directory_path() / ("snapkv_kv_cold_" + std::string(kv_type_name(kv.k)) + "_" +
+                                                     kv_type_name(kv.v) + "_" + std::to_string(::getpid()) + ".snkv");
+  save_session(*e, *s, file.string());
+  LoadedSession ls = load_session(*e, file.string());
+  fs::remove(file);
+  const auto question = prompt(12, e->info().n_vocab, 13, -1);
+  PrefillOptions re;
+  re.reselect = true;
+  const auto la = e->prefill(*s, question, re, ws);
+  const std::vector<float> a(la.begin(), la.end());
+  const auto lb = e->prefill(*ls.sequence, question, re, ws);
+  EXPECT_EQ(s->stats().n_reselections, 1);
+  EXPECT_EQ(ls.sequence->stats().n_reselections, 1);
+  EXPECT_TRUE(std::equal(a.begin(), a.end(), lb.begin(), lb.end()));
+  EXPECT_EQ(ls.sequence->kv_cache().k_type(), kv.k);
+  EXPECT_EQ(ls.sequence->kv_cache().v_type(), kv.v);
+  rtest::expect_same_cache(s->kv_cache(), ls.sequence->kv_cache(), "re-selected after a restore");
+  // Each head kept as many entries as the press gave it, at the quantized entry size.
+  EXPECT_EQ(s->stats().kv_cache_bytes % kv.entry_bytes(), 0u);
 }
 
 // Quantized sequences of different lengths and presses stepped together decode exactly as alone

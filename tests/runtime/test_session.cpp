@@ -339,6 +339,31 @@ TEST(Session, CraftedFilesWithAValidChecksumAreClearErrors) {
   expect_damaged(std::string(1000000, '[') + std::string(1000000, ']'), parts.payload, "deep nesting");
   expect_damaged("{not json", parts.payload, "not JSON");
   expect_damaged("[]", parts.payload, "not an object");
+
+  // Values of their own type (format version 2, "kv_type_v"). A version 1 file without the field
+  // (as builds before it wrote them) loads; version 2 needs a known type that combines.
+  write_all(bad, assemble(bytes, with([](nlohmann::json& h) { h.erase("kv_type_v"); }), parts.payload));
+  EXPECT_EQ(load_session(*e, bad.string()).sequence->kv_type_v(), KVType::F16);
+  std::string v2 = bytes;
+  v2[8] = 2;
+  auto expect_damaged_v2 = [&](const std::string& header_text, const std::string& what, const std::string& words) {
+    write_all(bad, assemble(v2, header_text, parts.payload));
+    try {
+      load_session(*e, bad.string());
+      ADD_FAILURE() << "loaded: " << what;
+    } catch (const Error& err) {
+      EXPECT_NE(std::string(err.what()).find("damaged"), std::string::npos) << what << ": " << err.what();
+      EXPECT_NE(std::string(err.what()).find(words), std::string::npos) << what << ": " << err.what();
+    }
+  };
+  expect_damaged_v2(with([](nlohmann::json& h) { h.erase("kv_type_v"); }), "version 2 without the field",
+                    "without kv_type_v");
+  expect_damaged_v2(with([](nlohmann::json& h) { h["kv_type_v"] = "q5_1"; }), "an unknown type", "q5_1");
+  expect_damaged_v2(with([](nlohmann::json& h) { h["kv_type_v"] = 3; }), "a number", "damaged");
+  expect_damaged_v2(with([](nlohmann::json& h) { h["kv_type_v"] = "f32"; }), "f16 keys with f32 values",
+                    "both be quantized");
+  write_all(bad, assemble(v2, parts.header_text, parts.payload));  // version 2 naming one type: fine
+  EXPECT_EQ(load_session(*e, bad.string()).sequence->kv_type_v(), KVType::F16);
 }
 
 TEST(Session, AColdTierSequenceThePressKeptWholeStaysOne) {
