@@ -217,6 +217,13 @@ def fidelity_plots(d, rows, out):
                 ax.plot([p[0] for p in pts], [p[i] for p in pts], marker=MARKERS[k % len(MARKERS)], label=name,
                         alpha=0.85)
         ppl_full = [r["ppl_full"] for r in lr if r["press_name"] == "none"]
+        # The uncompressed cache differs from the reference when its KV type (or prefill
+        # arithmetic) does (--reference-kv-type, --prefill-attn bf16): its cost alone, as a line.
+        none = [r for r in lr if r["press_name"] == "none" and r.get("kl") is not None and r["kl"] > 0]
+        if none:
+            for ax, key in zip(axes, ("kl", "top1", "ppl_delta")):
+                ax.axhline(none[0][key], color="gray", linestyle="--", linewidth=1,
+                           label=f"none: full cache vs the reference ({none[0][key]:.3g})")
         titles = ["KL(full || compressed), nats", "top-1 agreement with the full cache",
                   "perplexity - full-cache perplexity" + (f" ({ppl_full[0]:.2f})" if ppl_full else "")]
         for ax, t in zip(axes, titles):
@@ -248,6 +255,13 @@ def fmt_cell(v):
     return html.escape(str(v))
 
 
+def kv_pair(k, v):
+    """'f16', or 'q8_0 keys / q4_0 values' (config.json's KV types; older runs have one)."""
+    k = k or "f16"
+    v = v or k
+    return k if k == v else f"{k} keys / {v} values"
+
+
 def index_html(d, summary, images):
     cfg = summary.get("config", {})
     run = summary.get("run", {})
@@ -264,6 +278,8 @@ def index_html(d, summary, images):
            f"<p>model <code>{html.escape(str(model.get('path', '')))}</code> "
            f"(sha256 <code>{html.escape(str(model.get('sha256', ''))[:16])}...</code>), "
            f"prompt format {html.escape(str(cfg.get('prompt_format', '')))}, "
+           f"KV cache {html.escape(kv_pair(cfg.get('kv_type'), cfg.get('kv_type_v')))}, fidelity reference "
+           f"{html.escape(kv_pair(cfg.get('reference_kv_type'), cfg.get('reference_kv_type_v')))}, "
            f"snapkv {html.escape(str(sn.get('version', '')))} at <code>{html.escape(str(sn.get('git_commit', ''))[:12])}"
            f"</code>{' (dirty)' if sn.get('git_dirty') else ''}, seed {cfg.get('seed')}, "
            f"{cfg.get('samples')} sample(s) per cell, started {html.escape(str(cfg.get('started', '')))}; "

@@ -109,6 +109,7 @@ TEST(EvalSmoke, RealModelEndToEnd) {
   const std::string index = test::file_bytes(out / "index.html");
   EXPECT_NE(index.find("<img src='plots/"), std::string::npos);
   EXPECT_NE(index.find("niah_single_2"), std::string::npos);
+  EXPECT_NE(index.find("KV cache f16, fidelity reference f16"), std::string::npos);
   // Resume: nothing left to do, nothing rewritten.
   std::vector<std::string> again = args;
   again.push_back("--resume");
