@@ -20,10 +20,13 @@
 //                               the machine's f32 compute ceiling (GFLOP/s, 2 FLOPs per lane)
 //   Bf16DotPeak/threads:T       independent AVX512-BF16 dot products (vdpbf16ps, 64 FLOPs each):
 //                               the ceiling of --prefill-attn bf16
-//   PrefillAttn/<model>[/bf16]/keys:K/threads:T
+//   AmxBf16Peak/threads:T       independent AMX-BF16 tile products (tdpbf16ps, 16 x 16 x 32 MACs
+//                               = 16384 FLOPs each), where the CPU and Linux allow AMX
+//   PrefillAttn/<model>[/bf16|/bf16_avx512]/keys:K/threads:T
 //                               snapkv::attention() of the last 512 queries of a K-token prompt
 //                               over its F16 cache (the last chunk of a K-token prefill), exact or
-//                               with PrefillAttention::BF16;
+//                               with PrefillAttention::BF16 (on AMX tiles where usable; bf16_avx512:
+//                               on AVX512-BF16 vectors, AMX turned off);
 //                               GFLOP/s = 4 x head_dim x n_head x (visible keys summed over queries)
 // Shapes: Gemma 3 270M Q4_K_M (n_embd 640, n_ff 2048, q 1024 rows, k/v 256, vocab 262144 Q8_0)
 // with its tensor types, the synthetic SmolLM2-shaped Q8_0 model (576 / 1536 / 49152), and
@@ -52,11 +55,13 @@
 #include <immintrin.h>
 #endif
 
+#include "attention/amx.h"
 #include "attention/attention.h"
 #include "attention/decode.h"
 #include "attention/positions.h"
 #include "attention/prefill.h"
 #include "attention/simd.h"
+#include "attention/tiles_amx.h"
 #include "core/fp16.h"
 #include "core/ggml_type.h"
 #include "kv/kv_cache.h"
@@ -501,6 +506,46 @@ void BM_Bf16DotPeak(benchmark::State& st) {
 #endif
 }
 
+/// AMX-BF16 throughput: 4 independent tile accumulators (C += A x B, 16 x 16 f32 from 16 x 32 and
+/// 32 x 16 bf16) per thread, 2 x 16 x 16 x 32 = 16384 FLOPs per tdpbf16ps.
+void BM_AmxBf16Peak(benchmark::State& st) {
+#if SNAPKV_ATTN_AMX
+  if (!snapkv::attn::amx_usable()) {
+    st.SkipWithError("AMX is not usable here (CPU, Linux permission or SNAPKV_AMX=0)");
+    return;
+  }
+  const int threads = static_cast<int>(st.range(0));
+  constexpr int64_t kIters = 1 << 18;
+  for (auto _ : st) {
+#pragma omp parallel num_threads(threads)
+    {
+      snapkv::attn::amx::configure();
+      alignas(64) static const uint16_t a[16][32] = {};  // zeros: a product's value does not matter
+      alignas(64) float c[16][16];
+      _tile_loadd(4, a, 64);
+      _tile_loadd(6, a, 64);
+      _tile_zero(0);
+      _tile_zero(1);
+      _tile_zero(2);
+      _tile_zero(3);
+      for (int64_t it = 0; it < kIters; ++it) {
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 6);
+        _tile_dpbf16ps(2, 4, 6);
+        _tile_dpbf16ps(3, 4, 6);
+      }
+      _tile_stored(0, c, 64);
+      benchmark::DoNotOptimize(c);
+      _tile_release();
+    }
+  }
+  const double flops = static_cast<double>(st.iterations()) * threads * kIters * 4 * 16384;
+  st.counters["GFLOP/s"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsRate);
+#else
+  st.SkipWithError("built without AMX-BF16");
+#endif
+}
+
 /// The last 512 queries of a `keys`-token prompt over its F16 cache (positions 0..keys-1 per KV
 /// head): the work of a prefill's last chunk. Counts 4 x head_dim FLOPs (Q K^T and P V) per
 /// (query head, visible key).
@@ -647,10 +692,23 @@ void register_all() {
       ->UseRealTime()
       ->Unit(benchmark::kMillisecond)
       ->ComputeStatistics("min", min_of);
-  auto reg_prefill = [](const AttnShape& s, int64_t keys, int th, snapkv::PrefillAttention mode) {
+  benchmark::RegisterBenchmark("AmxBf16Peak", BM_AmxBf16Peak)
+      ->Arg(1)
+      ->Arg(2)
+      ->ArgName("threads")
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond)
+      ->ComputeStatistics("min", min_of);
+  auto reg_prefill = [](const AttnShape& s, int64_t keys, int th, snapkv::PrefillAttention mode, bool no_amx = false) {
     const bool bf16 = mode == snapkv::PrefillAttention::BF16;
-    const std::string name = fmt::format("PrefillAttn/{}{}/keys:{}/threads:{}", s.model, bf16 ? "/bf16" : "", keys, th);
-    benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) { run_prefill_attn(st, s, keys, th, mode); })
+    const std::string name = fmt::format("PrefillAttn/{}{}/keys:{}/threads:{}", s.model,
+                                         bf16 ? (no_amx ? "/bf16_avx512" : "/bf16") : "", keys, th);
+    benchmark::RegisterBenchmark(name.c_str(),
+                                 [=](benchmark::State& st) {
+                                   snapkv::attn::set_amx_disabled(no_amx);
+                                   run_prefill_attn(st, s, keys, th, mode);
+                                   snapkv::attn::set_amx_disabled(false);
+                                 })
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond)
         ->ComputeStatistics("min", min_of);
@@ -661,6 +719,7 @@ void register_all() {
         reg_prefill(s, keys, th, snapkv::PrefillAttention::Exact);
         if (snapkv::prefill_attention_supported(snapkv::PrefillAttention::BF16))
           reg_prefill(s, keys, th, snapkv::PrefillAttention::BF16);
+        if (snapkv::attn::amx_usable()) reg_prefill(s, keys, th, snapkv::PrefillAttention::BF16, true);
       }
 }
 

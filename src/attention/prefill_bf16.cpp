@@ -21,10 +21,12 @@
 #include <bit>
 #include <cstring>
 
+#include "attention/amx.h"
 #include "attention/positions.h"
 #include "attention/prefill.h"
 #include "attention/simd.h"
 #include "attention/softmax_simd.h"
+#include "attention/tiles_amx.h"
 #include "core/kv_rows.h"
 #include "snapkv/error.h"
 
@@ -50,7 +52,7 @@ size_t padded_rows(const AttentionParams& p) { return (block_rows(p) + kLanes - 
 
 // Offsets (in floats; all multiples of 16) of one thread's buffers.
 struct Layout {
-  size_t qp, kf, vf, kw, vp, s, w, acc, m, l, corr, qpos, total;
+  size_t qp, kf, vf, kw, vp, s, w, wt, acc, m, l, corr, qpos, total;
   explicit Layout(const AttentionParams& p) {
     const size_t R = padded_rows(p), hd = static_cast<size_t>(p.head_dim), hd2 = hd / 2;
     size_t o = 0;
@@ -66,6 +68,7 @@ struct Layout {
     vp = take(kKB / 2 * hd);  // uint32 [32][hd]: bf16 value pairs
     s = take(kKB * R);        // f32 [64][R]: scores, transposed
     w = take(kKB / 2 * R);    // uint32 [32][R]: bf16 probability pairs
+    wt = take(R * kKB / 2);   // uint32 [R][32]: the same transposed (AMX tiles only)
     acc = take(R * hd);       // f32 [R][hd]
     m = take(R);
     l = take(R);
@@ -80,6 +83,23 @@ struct Layout {
 #if SNAPKV_ATTN_BF16
 
 namespace {
+
+// e^x for x <= 0 or -inf (a NaN stays NaN) with relative error < 3e-6, for probabilities that are
+// rounded to bf16 (relative step 2^-8) right after: e^x = 2^f 2^n, t = x log2(e) clamped at -200,
+// n = round(t), f = t - n in [-0.5, 0.5], 2^f = 1 + f (c1 + f (c2 + f (c3 + f c4))) (a least-squares
+// fit on Chebyshev nodes reweighted toward minimax: max relative error 2.8e-6, exactly 1 at f = 0),
+// and 2^n by vscalefps (-inf -> 2^-200 x 1 underflows to 0). 9 instructions against exp16's ~25.
+inline __m512 exp16_bf16(__m512 x) {
+  // max(-200, t): vmaxps returns its second operand when one is NaN, so NaN passes through.
+  const __m512 t = _mm512_maskz_max_ps(0xFFFF, _mm512_set1_ps(-200.0f), _mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)));
+  const __m512 n = _mm512_maskz_roundscale_ps(0xFFFF, t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 f = _mm512_sub_ps(t, n);
+  __m512 q = _mm512_fmadd_ps(_mm512_set1_ps(0.00958285f), f, _mm512_set1_ps(0.05590643f));
+  q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(0.24024099f));
+  q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(0.6931242f));
+  q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(1.0f));
+  return _mm512_maskz_scalef_ps(0xFFFF, q, n);
+}
 
 // 32 f32 -> 32 bf16 (round to nearest even), lo in the low half.
 inline __m512i bf16x32(__m512 lo, __m512 hi) { return std::bit_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo)); }
@@ -214,9 +234,13 @@ void attention_prefill_bf16(const AttentionParams& p, const float* q, const int3
   const KVType k_type = cache.heads[0].k_type();
   const KVType v_type = cache.heads[0].v_type();  // == k_type unless both are quantized
   const Layout L(p);
+  const bool use_amx = amx_usable();
 
 #pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads)
   for (int64_t task = 0; task < n_tasks; ++task) {
+#if SNAPKV_ATTN_AMX
+    if (use_amx) amx::configure();
+#endif
     const PrefillTask tk = prefill_task(task, n_q, QB, G);
     const int g = tk.g;
     const int64_t t0 = tk.t0, t1 = tk.t1;
@@ -231,6 +255,7 @@ void attention_prefill_bf16(const AttentionParams& p, const float* q, const int3
     auto* Vp = reinterpret_cast<uint32_t*>(base + L.vp);
     float* S = base + L.s;
     auto* W = reinterpret_cast<uint32_t*>(base + L.w);
+    [[maybe_unused]] auto* Wt = reinterpret_cast<uint32_t*>(base + L.wt);
     float* acc = base + L.acc;
     float* m = base + L.m;
     float* l = base + L.l;
@@ -288,7 +313,10 @@ void attention_prefill_bf16(const AttentionParams& p, const float* q, const int3
       }
 
       // 1. Scores.
-      for (int c0 = 0; c0 < NCH; c0 += 4) {
+#if SNAPKV_ATTN_AMX
+      if (use_amx) amx::qk_block(Qp, R, Kw, hd2, nk, NCH, S);
+#endif
+      for (int c0 = 0; c0 < NCH && !use_amx; c0 += 4) {
         switch (std::min(4, NCH - c0)) {
           case 4:
             qk_block<4>(Qp, R, Kw, hd2, nk, c0, S);
@@ -311,7 +339,7 @@ void attention_prefill_bf16(const AttentionParams& p, const float* q, const int3
       for (int c = 0; c < NCH; ++c) {
         float* Sc = S + static_cast<size_t>(c) * kLanes;
         const __m512i qv = _mm512_loadu_si512(qp + c * kLanes);
-        __m512 bm = neg_inf;
+        __m512 bms[4] = {neg_inf, neg_inf, neg_inf, neg_inf};  // 4 chains: vmaxps latency, not throughput
         for (int j = 0; j < nk; ++j) {
           __m512 s = _mm512_loadu_ps(Sc + static_cast<size_t>(j) * R);
           if (causal_edge || window_edge) {
@@ -321,8 +349,10 @@ void attention_prefill_bf16(const AttentionParams& p, const float* q, const int3
             s = _mm512_mask_mov_ps(s, masked, neg_inf);
             _mm512_storeu_ps(Sc + static_cast<size_t>(j) * R, s);
           }
-          bm = _mm512_maskz_max_ps(0xFFFF, bm, s);
+          bms[j % 4] = _mm512_maskz_max_ps(0xFFFF, bms[j % 4], s);
         }
+        const __m512 bm = _mm512_maskz_max_ps(0xFFFF, _mm512_maskz_max_ps(0xFFFF, bms[0], bms[1]),
+                                              _mm512_maskz_max_ps(0xFFFF, bms[2], bms[3]));
         const __m512 m_old = _mm512_loadu_ps(m + c * kLanes);
         const __m512 m_new = _mm512_maskz_max_ps(0xFFFF, m_old, bm);
         // Rows that have seen no visible key keep m = -inf; their exponentials use 0 (all give 0).
@@ -333,9 +363,9 @@ void attention_prefill_bf16(const AttentionParams& p, const float* q, const int3
         __m512 sum = _mm512_mul_ps(_mm512_loadu_ps(l + c * kLanes), cr);
         for (int j2 = 0; j2 < np; ++j2) {
           const int j = 2 * j2;
-          const __m512 e0 = exp16(_mm512_sub_ps(_mm512_loadu_ps(Sc + static_cast<size_t>(j) * R), m_use));
+          const __m512 e0 = exp16_bf16(_mm512_sub_ps(_mm512_loadu_ps(Sc + static_cast<size_t>(j) * R), m_use));
           const __m512 e1 = j + 1 < nk
-                                ? exp16(_mm512_sub_ps(_mm512_loadu_ps(Sc + static_cast<size_t>(j + 1) * R), m_use))
+                                ? exp16_bf16(_mm512_sub_ps(_mm512_loadu_ps(Sc + static_cast<size_t>(j + 1) * R), m_use))
                                 : _mm512_setzero_ps();
           // Interleave: word r = (bf16 e0[r], bf16 e1[r]).
           const __m512i pr = bf16x32(e0, e1);  // e0 in elements 0-15, e1 in 16-31
@@ -357,7 +387,17 @@ void attention_prefill_bf16(const AttentionParams& p, const float* q, const int3
       if (rescale)
         for (int r = 0; r < nrows; ++r)
           if (corr[r] != 1.0f) scale_f32(acc + static_cast<size_t>(r) * hd, corr[r], hd);
-      // 3. P V.
+            // 3. P V.
+#if SNAPKV_ATTN_AMX
+      if (use_amx) {
+        // Whole 16-pair k steps: the pairs past np get zero weights and zero (not stale) values.
+        const int np16 = (np + 15) / 16 * 16;
+        std::fill(Vp + static_cast<size_t>(np) * hd, Vp + static_cast<size_t>(np16) * hd, 0u);
+        amx::transpose_probabilities(W, R, np, NCH, Wt);
+        amx::pv_block(Wt, Vp, hd, np, NCH, acc);
+        continue;
+      }
+#endif
       pv_block(W, R, Vp, hd, np, nrows, acc);
     }
     for (int r = 0; r < nrows; ++r) {
@@ -366,6 +406,9 @@ void attention_prefill_bf16(const AttentionParams& p, const float* q, const int3
       const float* a = acc + static_cast<size_t>(r) * hd;
       for (int d = 0; d < hd; ++d) o[d] = a[d] * inv;
     }
+#if SNAPKV_ATTN_AMX
+    if (use_amx) _tile_release();
+#endif
   }
 }
 
