@@ -520,7 +520,11 @@ void BM_AmxBf16Peak(benchmark::State& st) {
 #pragma omp parallel num_threads(threads)
     {
       snapkv::attn::amx::configure();
-      alignas(64) static const uint16_t a[16][32] = {};  // zeros: a product's value does not matter
+      // Nonzero operands (the power a product draws, and so the clock, can depend on the data):
+      // bf16 1/128, so the sums stay small.
+      alignas(64) uint16_t a[16][32];
+      for (auto& row : a)
+        for (auto& x : row) x = 0x3C00;
       alignas(64) float c[16][16];
       _tile_loadd(4, a, 64);
       _tile_loadd(6, a, 64);

@@ -16,8 +16,8 @@
 
 namespace snapkv::attn {
 
-/// Whether the BF16 prefill kernel uses AMX tiles in this process: built with AMX-BF16, the CPU
-/// has it, Linux granted the tile state (requested once, thread-safe), and not turned off by
+/// Whether the BF16 prefill kernel uses AMX tiles in this process: built with AMX-BF16 on Linux,
+/// the CPU has it, Linux granted the tile state (requested once, thread-safe), and not turned off by
 /// set_amx_disabled() or the environment variable SNAPKV_AMX=0. False otherwise; never throws.
 bool amx_usable();
 

@@ -84,11 +84,13 @@ struct Layout {
 
 namespace {
 
-// e^x for x <= 0 or -inf (a NaN stays NaN) with relative error < 3e-6, for probabilities that are
-// rounded to bf16 (relative step 2^-8) right after: e^x = 2^f 2^n, t = x log2(e) clamped at -200,
-// n = round(t), f = t - n in [-0.5, 0.5], 2^f = 1 + f (c1 + f (c2 + f (c3 + f c4))) (a least-squares
-// fit on Chebyshev nodes reweighted toward minimax: max relative error 2.8e-6, exactly 1 at f = 0),
-// and 2^n by vscalefps (-inf -> 2^-200 x 1 underflows to 0). 9 instructions against exp16's ~25.
+// e^x for x <= 0 or -inf (a NaN stays NaN) with relative error < 7e-6 (x >= -87), for
+// probabilities that are rounded to bf16 (relative step 2^-8) right after: e^x = 2^f 2^n,
+// t = x log2(e) clamped at -200, n = round(t), f = t - n in [-0.5, 0.5],
+// 2^f = 1 + f (c1 + f (c2 + f (c3 + f c4))) (a least-squares fit on Chebyshev nodes reweighted
+// toward minimax: relative error 2.9e-6, exactly 1 at f = 0; the rounding of t adds up to 4e-6 at
+// x = -87), and 2^n by vscalefps (-inf -> 2^-200 underflows to 0). 9 instructions against
+// exp16's ~25.
 inline __m512 exp16_bf16(__m512 x) {
   // max(-200, t): vmaxps returns its second operand when one is NaN, so NaN passes through.
   const __m512 t = _mm512_maskz_max_ps(0xFFFF, _mm512_set1_ps(-200.0f), _mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)));
@@ -339,8 +341,8 @@ void attention_prefill_bf16(const AttentionParams& p, const float* q, const int3
       for (int c = 0; c < NCH; ++c) {
         float* Sc = S + static_cast<size_t>(c) * kLanes;
         const __m512i qv = _mm512_loadu_si512(qp + c * kLanes);
-        __m512 bms[4] = {neg_inf, neg_inf, neg_inf, neg_inf};  // 4 chains: vmaxps latency, not throughput
-        for (int j = 0; j < nk; ++j) {
+        // The masked score of key j (stored back when a mask applies).
+        auto score = [&](int j) {
           __m512 s = _mm512_loadu_ps(Sc + static_cast<size_t>(j) * R);
           if (causal_edge || window_edge) {
             const __m512i kp = _mm512_set1_epi32(P[kb + j]);
@@ -349,10 +351,20 @@ void attention_prefill_bf16(const AttentionParams& p, const float* q, const int3
             s = _mm512_mask_mov_ps(s, masked, neg_inf);
             _mm512_storeu_ps(Sc + static_cast<size_t>(j) * R, s);
           }
-          bms[j % 4] = _mm512_maskz_max_ps(0xFFFF, bms[j % 4], s);
+          return s;
+        };
+        auto vmax = [](__m512 a, __m512 b) { return _mm512_maskz_max_ps(0xFFFF, a, b); };
+        // Four independent chains (vmaxps latency, not throughput, bounds one chain).
+        __m512 b0 = neg_inf, b1 = neg_inf, b2 = neg_inf, b3 = neg_inf;
+        int jm = 0;
+        for (; jm + 4 <= nk; jm += 4) {
+          b0 = vmax(b0, score(jm));
+          b1 = vmax(b1, score(jm + 1));
+          b2 = vmax(b2, score(jm + 2));
+          b3 = vmax(b3, score(jm + 3));
         }
-        const __m512 bm = _mm512_maskz_max_ps(0xFFFF, _mm512_maskz_max_ps(0xFFFF, bms[0], bms[1]),
-                                              _mm512_maskz_max_ps(0xFFFF, bms[2], bms[3]));
+        for (; jm < nk; ++jm) b0 = vmax(b0, score(jm));
+        const __m512 bm = vmax(vmax(b0, b1), vmax(b2, b3));
         const __m512 m_old = _mm512_loadu_ps(m + c * kLanes);
         const __m512 m_new = _mm512_maskz_max_ps(0xFFFF, m_old, bm);
         // Rows that have seen no visible key keep m = -inf; their exponentials use 0 (all give 0).
@@ -384,10 +396,11 @@ void attention_prefill_bf16(const AttentionParams& p, const float* q, const int3
         _mm512_storeu_ps(m + c * kLanes, m_new);
         _mm512_storeu_ps(corr + c * kLanes, cr);
       }
-      if (rescale)
+      if (rescale) {
         for (int r = 0; r < nrows; ++r)
           if (corr[r] != 1.0f) scale_f32(acc + static_cast<size_t>(r) * hd, corr[r], hd);
-            // 3. P V.
+      }
+      // 3. P V.
 #if SNAPKV_ATTN_AMX
       if (use_amx) {
         // Whole 16-pair k steps: the pairs past np get zero weights and zero (not stale) values.

@@ -31,7 +31,7 @@ size_t prefill_bf16_thread_floats(const AttentionParams& p);
 /// Attention of n_q > 1 queries (f32, unrounded; layout of snapkv::attention) over any cache type
 /// with bfloat16 dot products: blocks of up to 128 query rows (one KV head's G query heads x a run
 /// of tokens) x 64 keys, online softmax. Per row: s_j = bf16(scale q) . bf16(k_j) (f32 sums of
-/// bf16 pair products), p_j = bf16(e^(s_j - m)) with the running max m (e^ to a relative 3e-6,
+/// bf16 pair products), p_j = bf16(e^(s_j - m)) with the running max m (e^ to a relative 7e-6,
 /// far below the bf16 step), out = sum_j p_j bf16(v_j) / sum_j p_j. The products run on AMX tiles
 /// where amx_usable() (attention/amx.h), else on AVX512-BF16 vectors (vdpbf16ps). Results do not
 /// depend on the thread count or on how a prompt is split into chunks. scratch:

@@ -25,21 +25,17 @@ struct alignas(64) TileConfig {
   uint8_t palette = 1;
   uint8_t start_row = 0;
   uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-  TileConfig() {
-    for (int t = 0; t < 8; ++t) {
-      colsb[t] = 64;
-      rows[t] = 16;
-    }
-  }
+  uint16_t colsb[16] = {64, 64, 64, 64, 64, 64, 64, 64};
+  uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
 };
+inline constexpr TileConfig kTileConfig{};
 
 /// Loads the configuration into this thread's tile registers (each thread that runs tiles).
-inline void configure() {
-  static const TileConfig cfg;
-  _tile_loadconfig(&cfg);
-}
+inline void configure() { _tile_loadconfig(&kTileConfig); }
+
+/// GCC 12's _tile_loadd is an asm statement without a memory operand: this barrier makes every
+/// store the compiler holds back (packing, zeroing, rescaling) land before the tile loads.
+inline void memory_barrier() { asm volatile("" ::: "memory"); }
 
 /// Tile operands of one product: element (row, byte) of operand X's tile x at X[x] + row * X_stride
 /// + byte, advanced by X_step bytes per k step (32 bf16 of the reduction).
@@ -53,6 +49,7 @@ struct Operand {
 template <int NA, int NB>
 inline void mm(const Operand& A, const Operand& B, int ksteps, char* const (&c)[2][2], size_t c_stride,
                bool accumulate) {
+  memory_barrier();
   if (accumulate) {
     _tile_loadd(0, c[0][0], c_stride);
     if constexpr (NB > 1) _tile_loadd(1, c[0][1], c_stride);

@@ -94,12 +94,17 @@ std::vector<float> check_case(const BCase& c) {
 TEST_P(PrefillBF16VsNaive, MatchesReference) {
   const BCase& c = GetParam();
   if (attn::amx_usable()) {
-    SCOPED_TRACE("AMX tiles");
-    const std::vector<float> tiles = check_case(c);
-    SCOPED_TRACE("AVX512-BF16 vectors");
-    NoAmx off;
-    ASSERT_FALSE(attn::amx_usable());
-    const std::vector<float> vectors = check_case(c);
+    std::vector<float> tiles, vectors;
+    {
+      SCOPED_TRACE("AMX tiles");
+      tiles = check_case(c);
+    }
+    {
+      SCOPED_TRACE("AVX512-BF16 vectors");
+      NoAmx off;
+      ASSERT_FALSE(attn::amx_usable());
+      vectors = check_case(c);
+    }
     // Same bf16 operands and probabilities up to a rare rounding flip of a probability whose score
     // moved in the last f32 bit: outputs (|v| ~ 1) within a few bf16 steps.
     double w = 0;
@@ -128,41 +133,94 @@ INSTANTIATE_TEST_SUITE_P(
         // head_dim > 512 (the queries are packed in pieces of 512)
         BCase{136, 1, 32, 3, 100, 0, KVType::F32, 1.0}, BCase{2, 1, 544, 7, 90, 0, KVType::F16, 1.0}));
 
+// Runs `check` on every instruction set the BF16 kernel has here (AMX tiles, AVX512-BF16 vectors).
+template <typename F>
+void on_each_path(F check) {
+  if (attn::amx_usable()) {
+    SCOPED_TRACE("AMX tiles");
+    check();
+  }
+  SCOPED_TRACE("AVX512-BF16 vectors");
+  NoAmx off;
+  check();
+}
+
 TEST(PrefillBF16, QueriesWithoutVisibleKeysGetZeros) {
   if (!prefill_attention_supported(PrefillAttention::BF16)) GTEST_SKIP() << "this build has no AVX512-BF16";
-  // Keys at positions 10..99; queries at 3..6 see none, the queries at 50, 51 see some.
-  const AttentionParams p{4, 2, 64, 0.125f, 0};
-  KVLayerCache cache;
-  std::mt19937_64 rng(3);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  for (int g = 0; g < 2; ++g) {
-    KVHeadCache h(KVType::F16, 64);
-    std::vector<int32_t> pos;
-    for (int32_t x = 10; x < 100; ++x) pos.push_back(x);
-    std::vector<float> k(pos.size() * 64), v(k.size());
-    for (auto& x : k) x = nd(rng);
-    for (auto& x : v) x = nd(rng);
-    h.append(static_cast<int64_t>(pos.size()), pos.data(), k.data(), 64, v.data(), 64);
-    cache.heads.push_back(std::move(h));
-  }
-  const std::vector<int32_t> qpos{3, 4, 5, 6, 50, 51};
-  std::vector<float> q(qpos.size() * 4 * 64);
-  for (auto& x : q) x = nd(rng);
-  AttentionWorkspace ws(p, 6, PrefillAttention::BF16);
-  std::vector<float> out(q.size(), -1.0f);
-  attention(p, q.data(), qpos.data(), 6, cache, out.data(), ws, 2);
-  for (size_t i = 0; i < 4 * 4 * 64; ++i) ASSERT_EQ(out[i], 0.0f) << i;
-  // The two queries that see keys: the exact kernel's values up to bf16 rounding.
-  AttentionWorkspace exact_ws(p, 6);
-  std::vector<float> exact(q.size(), -1.0f);
-  attention(p, q.data(), qpos.data(), 6, cache, exact.data(), exact_ws, 2);
-  double worst = 0, norm = 0;
-  for (size_t i = 4 * 4 * 64; i < out.size(); ++i) {
-    worst = std::max(worst, std::fabs(double{out[i]} - exact[i]));
-    norm = std::max(norm, std::fabs(double{exact[i]}));
-  }
-  EXPECT_LT(worst, 0.03);
-  EXPECT_GT(norm, 0.1);
+  on_each_path([] {
+    // Keys at positions 10..99; queries at 3..6 see none, the queries at 50, 51 see some.
+    const AttentionParams p{4, 2, 64, 0.125f, 0};
+    KVLayerCache cache;
+    std::mt19937_64 rng(3);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (int g = 0; g < 2; ++g) {
+      KVHeadCache h(KVType::F16, 64);
+      std::vector<int32_t> pos;
+      for (int32_t x = 10; x < 100; ++x) pos.push_back(x);
+      std::vector<float> k(pos.size() * 64), v(k.size());
+      for (auto& x : k) x = nd(rng);
+      for (auto& x : v) x = nd(rng);
+      h.append(static_cast<int64_t>(pos.size()), pos.data(), k.data(), 64, v.data(), 64);
+      cache.heads.push_back(std::move(h));
+    }
+    const std::vector<int32_t> qpos{3, 4, 5, 6, 50, 51};
+    std::vector<float> q(qpos.size() * 4 * 64);
+    for (auto& x : q) x = nd(rng);
+    AttentionWorkspace ws(p, 6, PrefillAttention::BF16);
+    std::vector<float> out(q.size(), -1.0f);
+    attention(p, q.data(), qpos.data(), 6, cache, out.data(), ws, 2);
+    for (size_t i = 0; i < 4 * 4 * 64; ++i) ASSERT_EQ(out[i], 0.0f) << i;
+    // The two queries that see keys: the exact kernel's values up to bf16 rounding.
+    AttentionWorkspace exact_ws(p, 6);
+    std::vector<float> exact(q.size(), -1.0f);
+    attention(p, q.data(), qpos.data(), 6, cache, exact.data(), exact_ws, 2);
+    double worst = 0, norm = 0;
+    for (size_t i = 4 * 4 * 64; i < out.size(); ++i) {
+      worst = std::max(worst, std::fabs(double{out[i]} - exact[i]));
+      norm = std::max(norm, std::fabs(double{exact[i]}));
+    }
+    EXPECT_LT(worst, 0.03);
+    EXPECT_GT(norm, 0.1);
+  });
+}
+
+// A block's value pairs past its last key hold the previous block's (or another head's) values: with
+// an infinite value there, a zero probability times it would be NaN. Head 0 has 64 keys with
+// infinite values in keys 6..63 (its outputs are inf / NaN, as exact attention's are); head 1, run
+// after it on the same thread, has 5 keys (3 value pairs): its outputs must be finite and match
+// exact attention.
+TEST(PrefillBF16, StaleValuesOfAnotherHeadDoNotLeak) {
+  if (!prefill_attention_supported(PrefillAttention::BF16)) GTEST_SKIP() << "this build has no AVX512-BF16";
+  on_each_path([] {
+    const AttentionParams p{2, 2, 64, 0.125f, 0};
+    KVLayerCache cache;
+    std::mt19937_64 rng(11);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (int g = 0; g < 2; ++g) {
+      const int n = g == 0 ? 64 : 5;
+      KVHeadCache h(KVType::F16, 64);
+      std::vector<int32_t> pos(static_cast<size_t>(n));
+      for (int i = 0; i < n; ++i) pos[static_cast<size_t>(i)] = i;
+      std::vector<float> k(static_cast<size_t>(n) * 64), v(k.size());
+      for (auto& x : k) x = nd(rng);
+      for (size_t i = 0; i < v.size(); ++i) v[i] = g == 0 && i >= 6 * 64 ? INFINITY : nd(rng);
+      h.append(n, pos.data(), k.data(), 64, v.data(), 64);
+      cache.heads.push_back(std::move(h));
+    }
+    const std::vector<int32_t> qpos{62, 63};
+    std::vector<float> q(qpos.size() * 2 * 64);
+    for (auto& x : q) x = nd(rng);
+    AttentionWorkspace ws(p, 2, PrefillAttention::BF16), exact_ws(p, 2);
+    std::vector<float> out(q.size()), exact(q.size());
+    attention(p, q.data(), qpos.data(), 2, cache, out.data(), ws, 1);
+    attention(p, q.data(), qpos.data(), 2, cache, exact.data(), exact_ws, 1);
+    for (int t = 0; t < 2; ++t)
+      for (int d = 0; d < 64; ++d) {
+        const size_t i = (static_cast<size_t>(t) * 2 + 1) * 64 + static_cast<size_t>(d);  // head 1
+        ASSERT_TRUE(std::isfinite(out[i])) << t << " " << d;
+        EXPECT_NEAR(out[i], exact[i], 0.03) << t << " " << d;
+      }
+  });
 }
 
 TEST(PrefillBF16, OtherHeadDimsRunTheExactKernel) {
