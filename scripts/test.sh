@@ -2,6 +2,7 @@
 # Builds snapkv and runs the whole test suite:
 #   0. the CPU-dependent kernel sources compiled for AVX2 and baseline x86-64 (scripts/check_portable.sh);
 #   1. Release build, every ctest (unit, golden vs llama.cpp, real-model end to end);
+#   1a. on an AVX-512 machine, an AVX2-only build (x86-64-v3) through the kernel and golden tests;
 #   1b. that build installed into a temporary prefix, with the C and C++ examples, a pkg-config
 #      build and the Python ctypes test run against the installed package only;
 #   2. the unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer;
@@ -26,6 +27,16 @@ echo "== Release build and full test suite"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" >/dev/null
 cmake --build build -j"$jobs"
 ctest --test-dir build --output-on-failure -j"$jobs" --timeout 900
+
+if grep -qw avx512f /proc/cpuinfo && grep -qw avx2 /proc/cpuinfo; then
+  # The Release build above runs the AVX-512 kernels; this one runs the AVX2 fallbacks (what an
+  # AVX2-only CPU gets) through the kernel unit tests and the golden tests against llama.cpp.
+  echo "== AVX2 build (x86-64-v3, no AVX-512): kernel and golden model tests"
+  cmake -S . -B build-avx2 -G Ninja -DCMAKE_BUILD_TYPE=Release -DSNAPKV_NATIVE=OFF \
+    -DCMAKE_CXX_FLAGS=-march=x86-64-v3 "${launcher[@]}" >/dev/null
+  cmake --build build-avx2 -j"$jobs" --target test_attention test_quant test_model
+  ctest --test-dir build-avx2 --output-on-failure -j"$jobs" --timeout 900 -L '^(attention|quant|model)$'
+fi
 
 echo "== Install into a temporary prefix: examples (find_package, pkg-config) and Python ctypes against it"
 bash scripts/test_install.sh build
