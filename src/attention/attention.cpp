@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <span>
 
+#include "attention/amx.h"
 #include "attention/decode.h"
 #include "attention/prefill.h"
 #include "attention/prefill_bf16.h"
@@ -19,6 +20,12 @@ bool prefill_attention_supported(PrefillAttention a) {
   if (a == PrefillAttention::Exact) return true;
   // BF16: compiled in, and the CPU running this has it (a binary built elsewhere may not).
   return a == PrefillAttention::BF16 && attn::kHaveBF16Prefill && attn::cpu_has_bf16();
+}
+
+const char* prefill_attention_isa(PrefillAttention a) {
+  if (a == PrefillAttention::Exact) return "f32";
+  if (!prefill_attention_supported(a)) return "unsupported";
+  return attn::amx_usable() ? "amx-bf16" : "avx512-bf16";
 }
 
 AttentionWorkspace::AttentionWorkspace(const AttentionParams& shape, int64_t max_queries, PrefillAttention prefill)

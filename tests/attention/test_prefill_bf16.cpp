@@ -223,6 +223,18 @@ TEST(PrefillBF16, StaleValuesOfAnotherHeadDoNotLeak) {
   });
 }
 
+TEST(PrefillBF16, ReportsItsInstructions) {
+  EXPECT_STREQ(prefill_attention_isa(PrefillAttention::Exact), "f32");
+  EXPECT_STREQ(prefill_attention_isa(static_cast<PrefillAttention>(7)), "unsupported");
+  if (!prefill_attention_supported(PrefillAttention::BF16)) {
+    EXPECT_STREQ(prefill_attention_isa(PrefillAttention::BF16), "unsupported");
+    return;
+  }
+  EXPECT_STREQ(prefill_attention_isa(PrefillAttention::BF16), attn::amx_usable() ? "amx-bf16" : "avx512-bf16");
+  NoAmx off;
+  EXPECT_STREQ(prefill_attention_isa(PrefillAttention::BF16), "avx512-bf16");
+}
+
 TEST(PrefillBF16, OtherHeadDimsRunTheExactKernel) {
   if (!prefill_attention_supported(PrefillAttention::BF16)) GTEST_SKIP() << "this build has no AVX512-BF16";
   const BCase c{4, 2, 72, 19, 500, 0, KVType::F16, 1.0};

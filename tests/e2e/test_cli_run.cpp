@@ -74,11 +74,15 @@ TEST(CliRun, PrefillAttnBf16RunsOrGivesTheEnginesError) {
   const auto exact = run_cli(with("exact"));
   ASSERT_EQ(exact.rc, 0) << exact.err;
   EXPECT_EQ(json::parse(exact.out)["prefill_attention"], "exact");
+  EXPECT_EQ(json::parse(exact.out)["prefill_attention_isa"], "f32");
   const auto r = run_cli(with("bf16"));
   if (prefill_attention_supported(PrefillAttention::BF16)) {
     ASSERT_EQ(r.rc, 0) << r.err;
     const json j = json::parse(r.out);
     EXPECT_EQ(j["prefill_attention"], "bf16");
+    // The same machine and environment as this test: AMX tiles where usable, else vectors.
+    EXPECT_EQ(j["prefill_attention_isa"], prefill_attention_isa(PrefillAttention::BF16));
+    EXPECT_NE(std::string(prefill_attention_isa(PrefillAttention::BF16)), "unsupported");
     EXPECT_EQ(j["generated_token_ids"], json::parse(exact.out)["generated_token_ids"]);
   } else {
     EXPECT_EQ(r.rc, 1) << r.err;
