@@ -526,6 +526,7 @@ void BM_AmxBf16Peak(benchmark::State& st) {
       for (auto& row : a)
         for (auto& x : row) x = 0x3C00;
       alignas(64) float c[16][16];
+      snapkv::attn::amx::memory_barrier();  // the fill above is not a dead store
       _tile_loadd(4, a, 64);
       _tile_loadd(6, a, 64);
       _tile_zero(0);

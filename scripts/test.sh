@@ -3,7 +3,7 @@
 #   0. the CPU-dependent kernel sources compiled for AVX2 and baseline x86-64 (scripts/check_portable.sh);
 #   1. Release build, every ctest (unit, golden vs llama.cpp, real-model end to end);
 #   1a. on an AVX-512 machine, an AVX2-only build (x86-64-v3) through the kernel and golden tests;
-#   1b. that build installed into a temporary prefix, with the C and C++ examples, a pkg-config
+#   1b. the Release build installed into a temporary prefix, with the C and C++ examples, a pkg-config
 #      build and the Python ctypes test run against the installed package only;
 #   2. the unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer;
 #   2b. the server and batching tests under ThreadSanitizer (when clang is available);
@@ -28,14 +28,14 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" >/dev/n
 cmake --build build -j"$jobs"
 ctest --test-dir build --output-on-failure -j"$jobs" --timeout 900
 
-if grep -qw avx512f /proc/cpuinfo && grep -qw avx2 /proc/cpuinfo; then
+if grep -qsw avx512f /proc/cpuinfo && grep -qsw avx2 /proc/cpuinfo; then
   # The Release build above runs the AVX-512 kernels; this one runs the AVX2 fallbacks (what an
   # AVX2-only CPU gets) through the kernel unit tests and the golden tests against llama.cpp.
   echo "== AVX2 build (x86-64-v3, no AVX-512): kernel and golden model tests"
   cmake -S . -B build-avx2 -G Ninja -DCMAKE_BUILD_TYPE=Release -DSNAPKV_NATIVE=OFF \
     -DCMAKE_CXX_FLAGS=-march=x86-64-v3 "${launcher[@]}" >/dev/null
-  cmake --build build-avx2 -j"$jobs" --target test_attention test_quant test_model
-  ctest --test-dir build-avx2 --output-on-failure -j"$jobs" --timeout 900 -L '^(attention|quant|model)$'
+  cmake --build build-avx2 -j"$jobs" --target test_core test_attention test_quant test_presses test_model
+  ctest --test-dir build-avx2 --output-on-failure -j"$jobs" --timeout 900 -L '^(core|attention|quant|presses|model)$'
 fi
 
 echo "== Install into a temporary prefix: examples (find_package, pkg-config) and Python ctypes against it"

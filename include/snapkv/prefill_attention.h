@@ -18,8 +18,9 @@ namespace snapkv {
 ///    attention"). Needs a CPU and build with AVX512-BF16 (prefill_attention_supported) and
 ///    head_dim % 32 == 0; other shapes run Exact. Where the build and CPU have AMX-BF16 and Linux
 ///    grants the tile state, the same products run on AMX tiles (tdpbf16ps, 16 x 16 x 32 per
-///    instruction; measured 2.6x the vector kernel's TTFT at 16K: docs/benchmarks.md, "AMX tiles
-///    for the BF16 prefill"); the environment variable SNAPKV_AMX=0 turns that off.
+///    instruction; TTFT 2.6x faster than on vectors for a 16K prompt of a SmolLM2-shaped model,
+///    2 threads, Intel Xeon: docs/benchmarks.md, "AMX tiles for the BF16 prefill"); the
+///    environment variable SNAPKV_AMX=0 turns that off.
 ///    Decode (one query per sequence) is always Exact.
 enum class PrefillAttention { Exact, BF16 };
 
@@ -33,11 +34,11 @@ inline std::optional<PrefillAttention> prefill_attention_from_name(std::string_v
   return std::nullopt;
 }
 
-/// The instructions that run PrefillAttention `a`'s products in this process: "amx-bf16" (AMX
-/// tiles), "avx512-bf16" (vdpbf16ps vectors), "f32" (Exact: f32 FMAs), or "unsupported" (BF16 where
-/// prefill_attention_supported() is false, or an unknown value). A model whose head_dim % 32 != 0
-/// runs Exact whatever this says. For reports and benchmarks.
-const char* prefill_attention_isa(PrefillAttention a);
+/// The instructions that run PrefillAttention `a`'s products for a model with this head_dim in
+/// this process: "amx-bf16" (AMX tiles), "avx512-bf16" (vdpbf16ps vectors), "f32" (Exact, or BF16
+/// with head_dim % 32 != 0: f32 FMAs), or "unsupported" (BF16 where prefill_attention_supported()
+/// is false, or an unknown value). For reports and benchmarks.
+const char* prefill_attention_isa(PrefillAttention a, int head_dim);
 
 /// Whether this build of the library runs PrefillAttention `a` on this CPU (BF16: compiled with
 /// AVX512-BF16 and the CPU has it; Exact: always; any other value: false).

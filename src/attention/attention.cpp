@@ -22,9 +22,10 @@ bool prefill_attention_supported(PrefillAttention a) {
   return a == PrefillAttention::BF16 && attn::kHaveBF16Prefill && attn::cpu_has_bf16();
 }
 
-const char* prefill_attention_isa(PrefillAttention a) {
+const char* prefill_attention_isa(PrefillAttention a, int head_dim) {
   if (a == PrefillAttention::Exact) return "f32";
   if (!prefill_attention_supported(a)) return "unsupported";
+  if (head_dim % 32 != 0) return "f32";  // bf16_prefill_shape(): such shapes run the exact kernel
   return attn::amx_usable() ? "amx-bf16" : "avx512-bf16";
 }
 

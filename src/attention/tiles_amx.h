@@ -33,8 +33,9 @@ inline constexpr TileConfig kTileConfig{};
 /// Loads the configuration into this thread's tile registers (each thread that runs tiles).
 inline void configure() { _tile_loadconfig(&kTileConfig); }
 
-/// GCC 12's _tile_loadd is an asm statement without a memory operand: this barrier makes every
-/// store the compiler holds back (packing, zeroing, rescaling) land before the tile loads.
+/// GCC 12's _tile_loadd / _tile_stored are asm statements without memory operands: this barrier
+/// makes every store the compiler holds back (packing, zeroing, rescaling) land before the tile
+/// loads, and keeps later plain loads of the stored tiles after the tile stores.
 inline void memory_barrier() { asm volatile("" ::: "memory"); }
 
 /// Tile operands of one product: element (row, byte) of operand X's tile x at X[x] + row * X_stride
@@ -76,6 +77,7 @@ inline void mm(const Operand& A, const Operand& B, int ksteps, char* const (&c)[
   if constexpr (NB > 1) _tile_stored(1, c[0][1], c_stride);
   if constexpr (NA > 1) _tile_stored(2, c[1][0], c_stride);
   if constexpr (NA > 1 && NB > 1) _tile_stored(3, c[1][1], c_stride);
+  memory_barrier();
 }
 
 /// C tiles [0, na) x [0, nb) in 2 x 2 groups; tile (a, b) of A / B / C at a_at(a) / b_at(b) / c_at(a, b).

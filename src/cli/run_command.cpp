@@ -459,7 +459,7 @@ int run_command(const RunOptions& opt) {
     j["kv_type"] = kv_type_name(seq->kv_type());  // a loaded session's own
     j["kv_type_v"] = kv_type_name(seq->kv_type_v());
     j["prefill_attention"] = prefill_attention_name(ws.prefill_attention());
-    j["prefill_attention_isa"] = prefill_attention_isa(ws.prefill_attention());
+    j["prefill_attention_isa"] = prefill_attention_isa(ws.prefill_attention(), engine->info().head_dim);
     j["press"] = flags_mode ? o.press.name : press_spec.name;
     j["press_spec"] = canonical.to_string();
     j["compressed"] = st.compressed;

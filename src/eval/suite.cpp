@@ -166,7 +166,8 @@ nlohmann::ordered_json config_json(const EvalConfig& cfg, const Engine& e, const
   j["reference_kv_type"] = kv_type_name(cfg.reference_kv_type.value_or(cfg.kv_type));  // fidelity's reference
   j["reference_kv_type_v"] = kv_type_name(cfg.reference_kv_type.value_or(cfg.kv_type_v.value_or(cfg.kv_type)));
   j["prefill_attention"] = prefill_attention_name(cfg.prefill_attention);  // fidelity's reference: always exact
-  j["cold_tier"] = cold_tier_name(cfg.cold_tier);                          // the reselect protocol's
+  j["prefill_attention_isa"] = prefill_attention_isa(cfg.prefill_attention, e.info().head_dim);  // informational
+  j["cold_tier"] = cold_tier_name(cfg.cold_tier);  // the reselect protocol's
   j["threads"] = cfg.threads;
   j["independent"] = cfg.independent;
   j["decoding"] = "greedy";

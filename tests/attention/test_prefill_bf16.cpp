@@ -224,15 +224,16 @@ TEST(PrefillBF16, StaleValuesOfAnotherHeadDoNotLeak) {
 }
 
 TEST(PrefillBF16, ReportsItsInstructions) {
-  EXPECT_STREQ(prefill_attention_isa(PrefillAttention::Exact), "f32");
-  EXPECT_STREQ(prefill_attention_isa(static_cast<PrefillAttention>(7)), "unsupported");
+  EXPECT_STREQ(prefill_attention_isa(PrefillAttention::Exact, 64), "f32");
+  EXPECT_STREQ(prefill_attention_isa(static_cast<PrefillAttention>(7), 64), "unsupported");
   if (!prefill_attention_supported(PrefillAttention::BF16)) {
-    EXPECT_STREQ(prefill_attention_isa(PrefillAttention::BF16), "unsupported");
+    EXPECT_STREQ(prefill_attention_isa(PrefillAttention::BF16, 64), "unsupported");
     return;
   }
-  EXPECT_STREQ(prefill_attention_isa(PrefillAttention::BF16), attn::amx_usable() ? "amx-bf16" : "avx512-bf16");
+  EXPECT_STREQ(prefill_attention_isa(PrefillAttention::BF16, 64), attn::amx_usable() ? "amx-bf16" : "avx512-bf16");
+  EXPECT_STREQ(prefill_attention_isa(PrefillAttention::BF16, 72), "f32");  // runs the exact kernel
   NoAmx off;
-  EXPECT_STREQ(prefill_attention_isa(PrefillAttention::BF16), "avx512-bf16");
+  EXPECT_STREQ(prefill_attention_isa(PrefillAttention::BF16, 64), "avx512-bf16");
 }
 
 TEST(PrefillBF16, OtherHeadDimsRunTheExactKernel) {

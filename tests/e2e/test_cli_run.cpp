@@ -81,8 +81,8 @@ TEST(CliRun, PrefillAttnBf16RunsOrGivesTheEnginesError) {
     const json j = json::parse(r.out);
     EXPECT_EQ(j["prefill_attention"], "bf16");
     // The same machine and environment as this test: AMX tiles where usable, else vectors.
-    EXPECT_EQ(j["prefill_attention_isa"], prefill_attention_isa(PrefillAttention::BF16));
-    EXPECT_NE(std::string(prefill_attention_isa(PrefillAttention::BF16)), "unsupported");
+    // stories260K: head_dim 8, so the exact kernel runs (f32) whatever the CPU has.
+    EXPECT_EQ(j["prefill_attention_isa"], "f32");
     EXPECT_EQ(j["generated_token_ids"], json::parse(exact.out)["generated_token_ids"]);
   } else {
     EXPECT_EQ(r.rc, 1) << r.err;
