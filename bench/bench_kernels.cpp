@@ -49,6 +49,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #if defined(__AVX2__)
@@ -683,27 +684,17 @@ void register_all() {
     reg_attn(s, 1024, 1, 1, false, true, snapkv::KVType::Q8_0, snapkv::KVType::Q4_0);
   }
 
-  benchmark::RegisterBenchmark("FmaPeak", BM_FmaPeak)
-      ->Arg(1)
-      ->Arg(2)
-      ->ArgName("threads")
-      ->UseRealTime()
-      ->Unit(benchmark::kMillisecond)
-      ->ComputeStatistics("min", min_of);
-  benchmark::RegisterBenchmark("Bf16DotPeak", BM_Bf16DotPeak)
-      ->Arg(1)
-      ->Arg(2)
-      ->ArgName("threads")
-      ->UseRealTime()
-      ->Unit(benchmark::kMillisecond)
-      ->ComputeStatistics("min", min_of);
-  benchmark::RegisterBenchmark("AmxBf16Peak", BM_AmxBf16Peak)
-      ->Arg(1)
-      ->Arg(2)
-      ->ArgName("threads")
-      ->UseRealTime()
-      ->Unit(benchmark::kMillisecond)
-      ->ComputeStatistics("min", min_of);
+  // Compute ceilings, 1 and 2 threads.
+  const std::pair<const char*, void (*)(benchmark::State&)> peaks[] = {
+      {"FmaPeak", BM_FmaPeak}, {"Bf16DotPeak", BM_Bf16DotPeak}, {"AmxBf16Peak", BM_AmxBf16Peak}};
+  for (const auto& [name, fn] : peaks)
+    benchmark::RegisterBenchmark(name, fn)
+        ->Arg(1)
+        ->Arg(2)
+        ->ArgName("threads")
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond)
+        ->ComputeStatistics("min", min_of);
   auto reg_prefill = [](const AttnShape& s, int64_t keys, int th, snapkv::PrefillAttention mode, bool no_amx = false) {
     const bool bf16 = mode == snapkv::PrefillAttention::BF16;
     const std::string name = fmt::format("PrefillAttn/{}{}/keys:{}/threads:{}", s.model,
