@@ -36,11 +36,11 @@ constexpr bool kQuantTiles = false;
 constexpr bool kQuantTiles = true;
 #endif
 
-/// Whether a task prefetches the next key block (see run_split). Measured 1.0-1.5x faster on an
-/// Intel Xeon host (docs/benchmarks.md, "Decode attention: software prefetch"); an earlier
-/// experiment found software prefetch 1.5-2x slower on a host whose CPU was not recorded (this VM
-/// has run on AMD Zen 4 and Intel Xeon hosts), so it is on for Intel CPUs only.
-/// SNAPKV_DECODE_PREFETCH=1 / 0 forces it on / off (any other value: the default).
+/// Whether a task prefetches its K and V rows ahead (attn::KVPrefetch). Measured 1.1-1.5x faster
+/// on an Intel Xeon host (docs/benchmarks.md, "Decode attention: software prefetch" and "prefetch
+/// spread over the block"); an earlier experiment found software prefetch 1.5-2x slower on a host
+/// whose CPU was not recorded (this VM has run on AMD Zen 4 and Intel Xeon hosts), so it is on for
+/// Intel CPUs only. SNAPKV_DECODE_PREFETCH=1 / 0 forces it on / off (any other value: the default).
 bool decode_prefetch() {
   static const bool on = [] {
     if (const char* e = std::getenv("SNAPKV_DECODE_PREFETCH")) {
@@ -55,6 +55,12 @@ bool decode_prefetch() {
   }();
   return on;
 }
+
+/// How far ahead of the key being computed the prefetches run, in rows: keys 32, values 64 (the
+/// values are read after the block's scores, so they need the longer lead). Best of 16 / 32 and
+/// 32 / 64 / 128 on both shapes (SmolLM2 hd 64, Gemma 3 hd 256; 2026-12-03).
+constexpr int kPrefetchKeys = 32;
+constexpr int kPrefetchValues = 64;
 
 /// True when rows of type t are dequantized a key block at a time into a per-thread tile.
 bool uses_tile(KVType t) { return kQuantTiles && kv_type_quantized(t); }
@@ -120,7 +126,8 @@ void run_split(const AttentionParams& p, const float* q, const KVHeadCache& hc, 
       l = static_cast<float>(lsum);
     }
   };
-  // The block's head tiles: scores(nh, S), the softmax update, then pv(nh) adds e^(s - m') V.
+  // The block's head tiles: scores(nh, first) fills S, the softmax update, then pv(nh, first) adds
+  // e^(s - m') V; `first`: the block's first head tile (the one that asks for the rows ahead).
   auto block = [&](int nk, auto&& scores, auto&& pv) {
     for (int h0 = 0; h0 < G; h0 += attn::kHeadTile) {
       const int nh = std::min(attn::kHeadTile, G - h0);
@@ -128,22 +135,28 @@ void run_split(const AttentionParams& p, const float* q, const KVHeadCache& hc, 
         qh[t] = q + static_cast<size_t>(g * G + h0 + t) * hd;
         acc[t] = slot_of(h0 + t);
       }
-      scores(nh);
+      scores(nh, h0 == 0);
       softmax(nh, nk);
-      pv(nh);
+      pv(nh, h0 == 0);
     }
   };
   const bool prefetch = decode_prefetch();
   for (int64_t kb = j0; kb < j1; kb += kKeyBlock) {
     const int nk = static_cast<int>(std::min<int64_t>(kKeyBlock, j1 - kb));
-    // Ask for the next block's K and V rows (into L2) while this one computes: the hardware
-    // prefetchers alone left a 16K-key decode at 6-9 GB/s per core (see decode_prefetch()).
-    if (prefetch && kb + kKeyBlock < j1) {
-      const auto from = static_cast<size_t>(kb + kKeyBlock);
-      const auto to = static_cast<size_t>(std::min<int64_t>(kb + 2 * kKeyBlock, j1));
-      attn::prefetch_l2(static_cast<const char*>(hc.k_data()) + from * k_rb, (to - from) * k_rb);
-      attn::prefetch_l2(static_cast<const char*>(hc.v_data()) + from * v_rb, (to - from) * v_rb);
+    // Rows ahead for the tiles to ask for as they go: the hardware prefetchers alone left a
+    // 16K-key decode at 6-9 GB/s per core, with loads and compute hardly overlapping.
+    attn::KVPrefetch ahead;
+    if (prefetch) {  // pointers formed only to rows the split has (n_k / n_v > 0)
+      ahead.k_rb = k_rb;
+      ahead.v_rb = v_rb;
+      ahead.n_k = static_cast<int>(std::max<int64_t>(0, j1 - kb - kPrefetchKeys));
+      ahead.n_v = static_cast<int>(std::max<int64_t>(0, j1 - kb - kPrefetchValues));
+      if (ahead.n_k > 0)
+        ahead.k = static_cast<const char*>(hc.k_data()) + static_cast<size_t>(kb + kPrefetchKeys) * k_rb;
+      if (ahead.n_v > 0)
+        ahead.v = static_cast<const char*>(hc.v_data()) + static_cast<size_t>(kb + kPrefetchValues) * v_rb;
     }
+    const attn::KVPrefetch* pf = prefetch ? &ahead : nullptr;
     const T* Kb = nullptr;
     const T* Vb = nullptr;
     if (!quant) {
@@ -155,8 +168,11 @@ void run_split(const AttentionParams& p, const float* q, const KVHeadCache& hc, 
 #if SNAPKV_ATTN_AVX512
       auto in_registers = [&](const auto& Kr, const auto& Vr) {
         block(
-            nk, [&](int nh) { attn::scores_rows(qh, nh, Kr, nk, hd, p.scale, S, kKeyBlock); },
-            [&](int nh) { attn::pv_rows(S, kKeyBlock, nh, Vr, nk, hd, acc); });
+            nk,
+            [&](int nh, bool first) {
+              attn::scores_rows(qh, nh, Kr, nk, hd, p.scale, S, kKeyBlock, first ? pf : nullptr);
+            },
+            [&](int nh, bool first) { attn::pv_rows(S, kKeyBlock, nh, Vr, nk, hd, acc, first ? pf : nullptr); });
       };
       auto with_values = [&](const auto& Kr) {
         if (v_type == KVType::Q8_0)
@@ -176,8 +192,11 @@ void run_split(const AttentionParams& p, const float* q, const KVHeadCache& hc, 
       Vb = tile + kKeyBlock * hd;
     }
     block(
-        nk, [&](int nh) { attn::scores_block(qh, nh, Kb, nk, hd, p.scale, exact, S, kKeyBlock); },
-        [&](int nh) { attn::pv_block(S, kKeyBlock, nh, Vb, nk, hd, acc); });
+        nk,
+        [&](int nh, bool first) {
+          attn::scores_block(qh, nh, Kb, nk, hd, p.scale, exact, S, kKeyBlock, first ? pf : nullptr);
+        },
+        [&](int nh, bool first) { attn::pv_block(S, kKeyBlock, nh, Vb, nk, hd, acc, first ? pf : nullptr); });
   }
 }
 

@@ -11,6 +11,7 @@
 // as axpy_f32 / axpy_f16 do.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -21,6 +22,29 @@
 #include "snapkv/kv_type.h"
 
 namespace snapkv::attn {
+
+/// Software prefetch of a split's K and V rows, spread over the block's work: the score tile of
+/// keys [j, j + nj) asks for the K rows [j, j + nj) counted from `k`, and the weighted sum of key
+/// j asks for V row j counted from `v` (rows of k_rb / v_rb bytes; only rows below n_k / n_v, the
+/// rows the split still has). run_split points k and v a fixed number of rows ahead of the block
+/// (kPrefetchKeys / kPrefetchValues in decode.cpp), so the rows are in L2 when the tiles reach
+/// them. Measured: the same requests issued as one burst per block gained 1.0-1.5x, spread out
+/// ~1.1-1.2x more (docs/benchmarks.md, "Decode attention: prefetch spread over the block").
+struct KVPrefetch {
+  const char* k = nullptr;
+  const char* v = nullptr;
+  size_t k_rb = 0;
+  size_t v_rb = 0;
+  int n_k = 0;
+  int n_v = 0;
+  void keys(int j, int nj) const {
+    const int e = std::min(j + nj, n_k);
+    if (j < e) prefetch_l2(k + static_cast<size_t>(j) * k_rb, static_cast<size_t>(e - j) * k_rb);
+  }
+  void values(int j) const {
+    if (j < n_v) prefetch_l2(v + static_cast<size_t>(j) * v_rb, v_rb);
+  }
+};
 
 /// Element type of a cache row: uint16_t (IEEE half) or float.
 template <typename T>
@@ -259,12 +283,15 @@ inline void scores_tile(const float* const* q, const Rows& K, int hd, float scal
 
 /// acc[h][d0 .. d0 + 16 * NV) += sum_j P[h * p_stride + j] * V[j][d0 .. d0 + 16 * NV) for h < NH,
 /// j ascending: NH x NV accumulators stay in registers over the block.
+/// pf (may be null): asks for the value rows ahead, one per key (KVPrefetch).
 template <int NH, int NV, typename Rows>
-inline void pv_tile(const float* P, int p_stride, const Rows& V, int nk, int d0, float* const* acc) {
+inline void pv_tile(const float* P, int p_stride, const Rows& V, int nk, int d0, float* const* acc,
+                    const KVPrefetch* pf) {
   __m512 a[NH][NV];
   for (int h = 0; h < NH; ++h)
     for (int v = 0; v < NV; ++v) a[h][v] = _mm512_loadu_ps(acc[h] + d0 + 16 * v);
   for (int j = 0; j < nk; ++j) {
+    if (pf) pf->values(j);
     __m512 x[NV];
     if constexpr (Rows::kBlocks && NV % 2 == 0) {  // whole 32-element blocks (d0 % 32 == 0)
       for (int v = 0; v < NV; v += 2) V.load2x16(j, d0 + 16 * v, x[v], x[v + 1]);
@@ -292,50 +319,62 @@ inline void pv_tile8(const float* P, int p_stride, const Rows& V, int nk, int d0
   for (int h = 0; h < NH; ++h) _mm256_storeu_ps(acc[h] + d0, a[h]);
 }
 
-/// Scores of NH heads over nk keys: tiles of 16 / NH keys (4 for NH = 3), then single keys.
+/// Scores of NH heads over nk keys: tiles of 16 / NH keys (4 for NH = 3), then single keys; each
+/// tile first asks pf (may be null) for its key rows ahead.
 template <int NH, typename Rows>
-inline void scores_heads(const float* const* q, const Rows& K, int nk, int hd, float scale, float* S, int s_stride) {
+inline void scores_heads(const float* const* q, const Rows& K, int nk, int hd, float scale, float* S, int s_stride,
+                         const KVPrefetch* pf) {
   constexpr int NJ = NH == 3 ? 4 : 16 / NH;
   int j = 0;
-  for (; j + NJ <= nk; j += NJ) scores_tile<NH, NJ>(q, K.from(j), hd, scale, S + j, s_stride);
-  for (; j < nk; ++j) scores_tile<NH, 1>(q, K.from(j), hd, scale, S + j, s_stride);
+  for (; j + NJ <= nk; j += NJ) {
+    if (pf) pf->keys(j, NJ);
+    scores_tile<NH, NJ>(q, K.from(j), hd, scale, S + j, s_stride);
+  }
+  for (; j < nk; ++j) {
+    if (pf) pf->keys(j, 1);
+    scores_tile<NH, 1>(q, K.from(j), hd, scale, S + j, s_stride);
+  }
 }
 
+/// The first 64-column pass over the block (every block has one when hd >= 64) asks pf for the
+/// value rows; the others pass null.
 template <int NH, typename Rows>
-inline void pv_heads(const float* P, int p_stride, const Rows& V, int nk, int hd, float* const* acc) {
+inline void pv_heads(const float* P, int p_stride, const Rows& V, int nk, int hd, float* const* acc,
+                     const KVPrefetch* pf) {
   int d = 0;
-  for (; d + 64 <= hd; d += 64) pv_tile<NH, 4>(P, p_stride, V, nk, d, acc);
-  for (; d + 16 <= hd; d += 16) pv_tile<NH, 1>(P, p_stride, V, nk, d, acc);
+  for (; d + 64 <= hd; d += 64) pv_tile<NH, 4>(P, p_stride, V, nk, d, acc, d == 0 ? pf : nullptr);
+  for (; d + 16 <= hd; d += 16) pv_tile<NH, 1>(P, p_stride, V, nk, d, acc, d == 0 ? pf : nullptr);
   if (d < hd) pv_tile8<NH>(P, p_stride, V, nk, d, acc);
 }
 
 /// scores_block / pv_block over any row accessor (hd % 8 == 0, nh <= kHeadTile).
 template <typename Rows>
 inline void scores_rows(const float* const* q, int nh, const Rows& K, int nk, int hd, float scale, float* S,
-                        int s_stride) {
+                        int s_stride, const KVPrefetch* pf = nullptr) {
   switch (nh) {
     case 1:
-      return scores_heads<1>(q, K, nk, hd, scale, S, s_stride);
+      return scores_heads<1>(q, K, nk, hd, scale, S, s_stride, pf);
     case 2:
-      return scores_heads<2>(q, K, nk, hd, scale, S, s_stride);
+      return scores_heads<2>(q, K, nk, hd, scale, S, s_stride, pf);
     case 3:
-      return scores_heads<3>(q, K, nk, hd, scale, S, s_stride);
+      return scores_heads<3>(q, K, nk, hd, scale, S, s_stride, pf);
     default:
-      return scores_heads<4>(q, K, nk, hd, scale, S, s_stride);
+      return scores_heads<4>(q, K, nk, hd, scale, S, s_stride, pf);
   }
 }
 
 template <typename Rows>
-inline void pv_rows(const float* P, int p_stride, int nh, const Rows& V, int nk, int hd, float* const* acc) {
+inline void pv_rows(const float* P, int p_stride, int nh, const Rows& V, int nk, int hd, float* const* acc,
+                    const KVPrefetch* pf = nullptr) {
   switch (nh) {
     case 1:
-      return pv_heads<1>(P, p_stride, V, nk, hd, acc);
+      return pv_heads<1>(P, p_stride, V, nk, hd, acc, pf);
     case 2:
-      return pv_heads<2>(P, p_stride, V, nk, hd, acc);
+      return pv_heads<2>(P, p_stride, V, nk, hd, acc, pf);
     case 3:
-      return pv_heads<3>(P, p_stride, V, nk, hd, acc);
+      return pv_heads<3>(P, p_stride, V, nk, hd, acc, pf);
     default:
-      return pv_heads<4>(P, p_stride, V, nk, hd, acc);
+      return pv_heads<4>(P, p_stride, V, nk, hd, acc, pf);
   }
 }
 #endif
@@ -345,12 +384,14 @@ constexpr int kHeadTile = 4;
 
 /// S[h * s_stride + j] = scale * dot(q[h], K[j]) for h < nh <= kHeadTile, j < nk; K rows
 /// contiguous [nk][hd]. `exact`: products summed in double (dot_f32_f16_acc64 / dot_f32_acc64).
+/// pf (may be null): software prefetch of the rows ahead (KVPrefetch).
 template <typename T>
 inline void scores_block(const float* const* q, int nh, const T* K, int nk, int hd, float scale, bool exact, float* S,
-                         int s_stride) {
+                         int s_stride, const KVPrefetch* pf = nullptr) {
 #if SNAPKV_ATTN_AVX512
-  if (!exact && hd % 8 == 0) return scores_rows(q, nh, DenseRows<T>{K, hd}, nk, hd, scale, S, s_stride);
+  if (!exact && hd % 8 == 0) return scores_rows(q, nh, DenseRows<T>{K, hd}, nk, hd, scale, S, s_stride, pf);
 #endif
+  if (pf) pf->keys(0, nk);
   for (int h = 0; h < nh; ++h)
     for (int j = 0; j < nk; ++j)
       S[h * s_stride + j] = scale * dot_row(q[h], K + static_cast<size_t>(j) * hd, hd, exact);
@@ -358,11 +399,15 @@ inline void scores_block(const float* const* q, int nh, const T* K, int nk, int 
 
 /// acc[h][:] += sum_j P[h * p_stride + j] * V[j][:] for h < nh <= kHeadTile, j ascending for
 /// every element; V rows contiguous [nk][hd]. Zero probabilities are multiplied like any other.
+/// pf (may be null): software prefetch of the rows ahead (KVPrefetch).
 template <typename T>
-inline void pv_block(const float* P, int p_stride, int nh, const T* V, int nk, int hd, float* const* acc) {
+inline void pv_block(const float* P, int p_stride, int nh, const T* V, int nk, int hd, float* const* acc,
+                     const KVPrefetch* pf = nullptr) {
 #if SNAPKV_ATTN_AVX512
-  if (hd % 8 == 0) return pv_rows(P, p_stride, nh, DenseRows<T>{V, hd}, nk, hd, acc);
+  if (hd % 8 == 0) return pv_rows(P, p_stride, nh, DenseRows<T>{V, hd}, nk, hd, acc, pf);
 #endif
+  if (pf)
+    for (int j = 0; j < nk; ++j) pf->values(j);
   for (int j = 0; j < nk; ++j)
     for (int h = 0; h < nh; ++h) axpy_row(acc[h], P[h * p_stride + j], V + static_cast<size_t>(j) * hd, hd);
 }
