@@ -19,6 +19,9 @@ struct KFloat {
   static constexpr int kEsz = kKind == FKind::F32 ? 4 : 2;  ///< bytes per weight element
   static constexpr int kR = 4;
   static constexpr int kRDecode = 1;
+  /// No row prefetch: these stream near the read bandwidth without it, and it measured 5-27 %
+  /// slower (docs/benchmarks.md, "Weight rows prefetched in the matmuls").
+  static constexpr bool kPrefetchRows = false;
 #if defined(SNAPKV_AVX512F)
   static constexpr int kT = 4;
   static constexpr int kW = 16;
@@ -127,6 +130,9 @@ struct KFloat {
 struct KBF16Dot {
   static constexpr int kR = 4;
   static constexpr int kRDecode = 1;
+  /// No row prefetch: these stream near the read bandwidth without it, and it measured 5-27 %
+  /// slower (docs/benchmarks.md, "Weight rows prefetched in the matmuls").
+  static constexpr bool kPrefetchRows = false;
   static constexpr int kT = 4;
 
   template <int R, int T>

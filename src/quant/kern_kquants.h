@@ -32,6 +32,7 @@ template <bool kFive>  // false: Q4_K, true: Q5_K
 struct KQ45K {
   static constexpr int kR = 4;
   static constexpr int kRDecode = 1;
+  static constexpr bool kPrefetchRows = true;  ///< tiling.h asks for the weight rows ahead
   static constexpr int kT = 4;
   static constexpr int kBytes = kFive ? kQ5_KBytes : kQ4_KBytes;
   static constexpr int kQs = kFive ? kQ5_KQs : kQ4_KQs;
@@ -175,6 +176,7 @@ struct KQ45K {
 struct KQ6K {
   static constexpr int kR = 4;
   static constexpr int kRDecode = 1;
+  static constexpr bool kPrefetchRows = true;  ///< tiling.h asks for the weight rows ahead
   static constexpr int kT = 4;
 
   template <int R, int T>

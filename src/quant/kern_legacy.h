@@ -161,9 +161,10 @@ struct UQ8_0 {
 
 template <class U>
 struct KLegacy {
-  static constexpr int kR = 4;        ///< rows per tile (prefill)
-  static constexpr int kT = 4;        ///< tokens per tile
-  static constexpr int kRDecode = 1;  ///< rows per tile for n_tokens == 1: one sequential stream
+  static constexpr int kR = 4;                 ///< rows per tile (prefill)
+  static constexpr int kT = 4;                 ///< tokens per tile
+  static constexpr int kRDecode = 1;           ///< rows per tile for n_tokens == 1: one sequential stream
+  static constexpr bool kPrefetchRows = true;  ///< tiling.h asks for the weight rows ahead
 
   /// The `offset` quantize_q8_row must fold into corr for this kernel.
   static constexpr int act_offset() {

@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "quant/prefetch.h"
 #include "quant/quant.h"
 
 namespace snapkv::quant {
@@ -63,6 +64,12 @@ void run_tiles_rt(const TileCtx& c, int64_t rows, int64_t n_tokens) {
   const bool par =
       static_cast<double>(rows) * static_cast<double>(c.cols) * static_cast<double>(n_tokens) >= kSerialMacs;
 
+  // Kernels whose rows cost more to compute than to load (K::kPrefetchRows) ask for the rows
+  // ~4 KiB ahead of each tile: without it loads and compute hardly overlap (quant/prefetch.h).
+  const int64_t ahead = K::kPrefetchRows && matmul_prefetch()
+                            ? std::max<int64_t>(R, static_cast<int64_t>((kPrefetchAheadBytes + c.w_stride - 1) /
+                                                                        std::max<size_t>(c.w_stride, 1)))
+                            : 0;
 #pragma omp parallel num_threads(c.n_threads) if (par)
   {
     for (int64_t t_begin = 0; t_begin < n_tokens; t_begin += tc) {
@@ -72,6 +79,8 @@ void run_tiles_rt(const TileCtx& c, int64_t rows, int64_t n_tokens) {
         const int64_t r_end = std::min(rows, (it + 1) * kRowBlock);
         int64_t r = it * kRowBlock;
         for (; r + R <= r_end; r += R) {
+          if (ahead > 0 && r + ahead + R <= rows)
+            prefetch_rows_l2(c.w + static_cast<size_t>(r + ahead) * c.w_stride, R * c.w_stride);
           int64_t t = t_begin;
           for (; t + T <= t_end; t += T) K::template tile<R, T>(c, r, t);
           for (; t < t_end; ++t) K::template tile<R, 1>(c, r, t);
