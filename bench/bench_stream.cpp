@@ -17,10 +17,9 @@
 #include <fmt/format.h>
 #include <omp.h>
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
+#include <string>
 #include <vector>
 
 #if defined(__AVX512F__)
@@ -129,10 +128,22 @@ void reg_all() {
     for (const int D : {0, 16, 64}) reg<X>(D, threads, false);
 }
 
-const int registered = [] {
+[[maybe_unused]] const int registered = [] {
   reg_all<12>();
   reg_all<24>();
   reg_all<48>();
+  return 0;
+}();
+
+#else
+
+// Built without AVX-512: say so instead of exiting with an empty list.
+[[maybe_unused]] const int registered = [] {
+  benchmark::RegisterBenchmark("StreamFma", [](benchmark::State& st) {
+    st.SkipWithError("bench_stream needs AVX-512F (build with -march=native on an AVX-512 CPU)");
+    for (auto _ : st) {
+    }
+  });
   return 0;
 }();
 

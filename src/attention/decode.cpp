@@ -6,8 +6,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
 #include <type_traits>
 #include <vector>
 
@@ -17,6 +15,7 @@
 #include "attention/simd.h"
 #include "attention/softmax_simd.h"
 #include "core/kv_rows.h"
+#include "core/prefetch.h"
 #include "snapkv/error.h"
 
 namespace snapkv {
@@ -36,29 +35,19 @@ constexpr bool kQuantTiles = false;
 constexpr bool kQuantTiles = true;
 #endif
 
-/// Whether a task prefetches its K and V rows ahead (attn::KVPrefetch). Measured 1.1-1.5x faster
-/// on an Intel Xeon host (docs/benchmarks.md, "Decode attention: software prefetch" and "prefetch
-/// spread over the block"); an earlier experiment found software prefetch 1.5-2x slower on a host
-/// whose CPU was not recorded (this VM has run on AMD Zen 4 and Intel Xeon hosts), so it is on for
-/// Intel CPUs only. SNAPKV_DECODE_PREFETCH=1 / 0 forces it on / off (any other value: the default).
+/// Whether a task prefetches its K and V rows ahead (attn::KVPrefetch): on by default on Intel
+/// CPUs (core/prefetch.h; on the Intel host measured: one burst per block 1.0-1.5x, the spread
+/// form 1.02-1.29x more, docs/benchmarks.md, "Decode attention: software prefetch" and "prefetch
+/// spread over the block"). SNAPKV_DECODE_PREFETCH=1 / 0 forces it on / off. Read once.
 bool decode_prefetch() {
-  static const bool on = [] {
-    if (const char* e = std::getenv("SNAPKV_DECODE_PREFETCH")) {
-      if (std::strcmp(e, "1") == 0) return true;
-      if (std::strcmp(e, "0") == 0) return false;
-    }
-#if defined(__x86_64__) || defined(__i386__)
-    return __builtin_cpu_is("intel") != 0;
-#else
-    return false;
-#endif
-  }();
+  static const bool on = software_prefetch_enabled("SNAPKV_DECODE_PREFETCH");
   return on;
 }
 
 /// How far ahead of the key being computed the prefetches run, in rows: keys 32, values 64 (the
-/// values are read after the block's scores, so they need the longer lead). Best of 16 / 32 and
-/// 32 / 64 / 128 on both shapes (SmolLM2 hd 64, Gemma 3 hd 256; 2026-12-03).
+/// values are read after the block's scores, so they get the longer lead). 16 / 32 keys and
+/// 32 / 64 / 128 values measured within noise of each other on both shapes (SmolLM2 hd 64,
+/// Gemma 3 hd 256; 2026-12-03).
 constexpr int kPrefetchKeys = 32;
 constexpr int kPrefetchValues = 64;
 

@@ -28,8 +28,9 @@ namespace snapkv::attn {
 /// j asks for V row j counted from `v` (rows of k_rb / v_rb bytes; only rows below n_k / n_v, the
 /// rows the split still has). run_split points k and v a fixed number of rows ahead of the block
 /// (kPrefetchKeys / kPrefetchValues in decode.cpp), so the rows are in L2 when the tiles reach
-/// them. Measured: the same requests issued as one burst per block gained 1.0-1.5x, spread out
-/// ~1.1-1.2x more (docs/benchmarks.md, "Decode attention: prefetch spread over the block").
+/// them. Builds without the AVX-512 tiles ask for a whole block at once. Measured on the Intel
+/// host: one burst per block gained 1.0-1.5x, this spread form 1.02-1.29x more (docs/benchmarks.md,
+/// "Decode attention: prefetch spread over the block").
 struct KVPrefetch {
   const char* k = nullptr;
   const char* v = nullptr;
@@ -336,8 +337,8 @@ inline void scores_heads(const float* const* q, const Rows& K, int nk, int hd, f
   }
 }
 
-/// The first 64-column pass over the block (every block has one when hd >= 64) asks pf for the
-/// value rows; the others pass null.
+/// The first 64- or 16-column pass over the block asks pf for the value rows (so with hd >= 16;
+/// an hd 8 row never prefetches); the others pass null.
 template <int NH, typename Rows>
 inline void pv_heads(const float* P, int p_stride, const Rows& V, int nk, int hd, float* const* acc,
                      const KVPrefetch* pf) {

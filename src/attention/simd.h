@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "core/fp16.h"
+#include "core/prefetch.h"
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 #define SNAPKV_ATTN_AVX2 1
@@ -38,26 +39,6 @@ inline float hsum(__m256 v) {
 inline __m256 low8(__m512 v) { return _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xFF, _mm512_castps_pd(v), 0)); }
 inline __m256 high8(__m512 v) { return _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xFF, _mm512_castps_pd(v), 1)); }
 #endif
-
-/// Hints the 64-byte line holding p into L2 (x86: prefetcht1; never faults). An asm statement,
-/// not __builtin_prefetch: GCC 12 at -O3 deletes a loop whose body is only __builtin_prefetch
-/// calls (it takes such loops as free of effects), which silently removed the decode kernel's
-/// per-row prefetches (found 2026-12-03: no prefetch instruction in the object file).
-inline void prefetch_line_l2(const char* p) {
-#if defined(__x86_64__) || defined(__i386__)
-  asm volatile("prefetcht1 %0" : : "m"(*p));
-#else
-  __builtin_prefetch(p, 0, 2);
-#endif
-}
-
-/// Hints the `bytes` bytes at p (one request per 64-byte line) into L2: software prefetch of a
-/// stream the hardware prefetchers do not run far enough ahead on (never faults).
-inline void prefetch_l2(const char* p, size_t bytes) {
-  if (bytes == 0) return;
-  const uintptr_t first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{63}, end = reinterpret_cast<uintptr_t>(p) + bytes;
-  for (uintptr_t a = first; a < end; a += 64) prefetch_line_l2(reinterpret_cast<const char*>(a));
-}
 
 /// sum_i a[i] * b[i], f32 accumulation.
 inline float dot_f32(const float* a, const float* b, int n) {

@@ -66,10 +66,10 @@ void run_tiles_rt(const TileCtx& c, int64_t rows, int64_t n_tokens) {
 
   // Kernels whose rows cost more to compute than to load (K::kPrefetchRows) ask for the rows
   // ~4 KiB ahead of each tile: without it loads and compute hardly overlap (quant/prefetch.h).
-  const int64_t ahead = K::kPrefetchRows && matmul_prefetch()
-                            ? std::max<int64_t>(R, static_cast<int64_t>((kPrefetchAheadBytes + c.w_stride - 1) /
-                                                                        std::max<size_t>(c.w_stride, 1)))
-                            : 0;
+  const int64_t ahead =
+      K::kPrefetchRows && c.w_stride > 0 && matmul_prefetch()
+          ? std::max<int64_t>(R, static_cast<int64_t>((kPrefetchAheadBytes + c.w_stride - 1) / c.w_stride))
+          : 0;
 #pragma omp parallel num_threads(c.n_threads) if (par)
   {
     for (int64_t t_begin = 0; t_begin < n_tokens; t_begin += tc) {
@@ -80,7 +80,7 @@ void run_tiles_rt(const TileCtx& c, int64_t rows, int64_t n_tokens) {
         int64_t r = it * kRowBlock;
         for (; r + R <= r_end; r += R) {
           if (ahead > 0 && r + ahead + R <= rows)
-            prefetch_rows_l2(c.w + static_cast<size_t>(r + ahead) * c.w_stride, R * c.w_stride);
+            prefetch_l2(c.w + static_cast<size_t>(r + ahead) * c.w_stride, R * c.w_stride);
           int64_t t = t_begin;
           for (; t + T <= t_end; t += T) K::template tile<R, T>(c, r, t);
           for (; t < t_end; ++t) K::template tile<R, 1>(c, r, t);
