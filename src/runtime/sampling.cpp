@@ -6,17 +6,14 @@
 #include <cmath>
 #include <limits>
 
+#include "core/logit_scan.h"
 #include "snapkv/error.h"
 
 namespace snapkv {
 
 int32_t argmax(std::span<const float> logits) {
   if (logits.empty()) throw Error("argmax: empty logits");
-  int32_t best = 0;
-  for (size_t i = 1; i < logits.size(); ++i) {
-    if (logits[i] > logits[best]) best = static_cast<int32_t>(i);
-  }
-  return best;
+  return static_cast<int32_t>(first_max_index(logits.data(), static_cast<int64_t>(logits.size())));
 }
 
 Sampler::Sampler(const SamplerOptions& opt) : opt_(opt), rng_(opt.seed) {
@@ -31,12 +28,10 @@ int32_t Sampler::sample(std::span<const float> logits) {
   // probability; -inf is a masked token: never drawn while a finite logit exists.
   constexpr float kInf = std::numeric_limits<float>::infinity();
   bool any_finite = false;
-  for (size_t i = 0; i < logits.size(); ++i) {
-    const float x = logits[i];
-    if (std::isnan(x) || x == kInf)
-      throw Error(fmt::format("sampler: logit {} of token {} is not a number the sampler can use", x, i));
-    any_finite = any_finite || x != -kInf;
-  }
+  const int64_t bad = first_nan_or_pos_inf(logits.data(), static_cast<int64_t>(logits.size()), &any_finite);
+  if (bad >= 0)
+    throw Error(fmt::format("sampler: logit {} of token {} is not a number the sampler can use",
+                            logits[static_cast<size_t>(bad)], bad));
   if (!any_finite) throw Error("sampler: every logit is -inf (no token can be drawn)");
   if (opt_.temp <= 0.0f) return argmax(logits);
 
