@@ -31,8 +31,8 @@ class LlamaModel final : public Model {
     for (int64_t i = 0; i < n * E; ++i) b.h[i] += B.xn[static_cast<size_t>(i)];
 
     rms_norm_rows(b.h, E, L.ffn_norm.data(), B.xn.data(), E, E, n, cfg_.rms_eps, b.tc->n_threads());
-    matmul(L.ffn_gate, B.xn.data(), n, B.ffn_a.data(), *b.tc);
-    matmul(L.ffn_up, B.xn.data(), n, B.ffn_b.data(), *b.tc);
+    const MatmulProduct gate_up[] = {{L.ffn_gate, B.ffn_a.data()}, {L.ffn_up, B.ffn_b.data()}};
+    matmul_group(gate_up, B.xn.data(), n, *b.tc);
     swiglu_inplace(B.ffn_a.data(), B.ffn_b.data(), n * cfg_.n_ff, b.tc->n_threads());
     matmul(L.ffn_down, B.ffn_a.data(), n, B.xn.data(), *b.tc);
     for (int64_t i = 0; i < n * E; ++i) b.h[i] += B.xn[static_cast<size_t>(i)];

@@ -186,9 +186,8 @@ void Model::attention_block(int il, BlockBatch& b, const float* x_normed) const 
 
   ThreadContext& tc = *b.tc;
   const int nt = tc.n_threads();
-  matmul(L.wq, x_normed, n, B.q.data(), tc);
-  matmul(L.wk, x_normed, n, B.k.data(), tc);
-  matmul(L.wv, x_normed, n, B.v.data(), tc);
+  const MatmulProduct qkv[] = {{L.wq, B.q.data()}, {L.wk, B.k.data()}, {L.wv, B.v.data()}};
+  matmul_group(qkv, x_normed, n, tc);
   if (cfg_.qk_norm) {
     rms_norm_rows(B.q.data(), hd, L.q_norm.data(), B.q.data(), hd, hd, n * cfg_.n_head, cfg_.rms_eps, nt);
     rms_norm_rows(B.k.data(), hd, L.k_norm.data(), B.k.data(), hd, hd, n * cfg_.n_head_kv, cfg_.rms_eps, nt);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <span>
 #include <string_view>
 
 #include "quant/act_quant.h"
@@ -24,7 +25,44 @@ bool token_lanes_enabled() {
 
 }  // namespace quant
 
-void matmul(const WeightView& W, const float* X, int64_t n_tokens, float* Y, ThreadContext& tc) {
+namespace {
+
+const quant::MatmulOps& ops_for(GGMLType t) {
+  switch (t) {
+    case GGMLType::Q4_0:
+      return quant::kOpsQ4_0;
+    case GGMLType::Q4_1:
+      return quant::kOpsQ4_1;
+    case GGMLType::Q5_0:
+      return quant::kOpsQ5_0;
+    case GGMLType::Q5_1:
+      return quant::kOpsQ5_1;
+    case GGMLType::Q8_0:
+      return quant::kOpsQ8_0;
+    case GGMLType::Q4_K:
+      return quant::kOpsQ4_K;
+    case GGMLType::Q5_K:
+      return quant::kOpsQ5_K;
+    case GGMLType::Q6_K:
+      return quant::kOpsQ6_K;
+    case GGMLType::F32:
+      return quant::kOpsF32;
+    case GGMLType::F16:
+      return quant::kOpsF16;
+    case GGMLType::BF16:
+      return quant::kOpsBF16;
+    default:
+      throw Error(
+          fmt::format("matmul: weight type {} has no snapkv kernels", ggml_type_name(static_cast<uint32_t>(t))));
+  }
+}
+
+/// What a checked product needs.
+enum class Work { kNone, kZero, kCompute };
+
+/// Checks one product's arguments (snapkv::Error naming what is wrong): kNone when there is
+/// nothing to compute (no tokens or rows), kZero when W has no columns (Y = 0).
+Work check(const WeightView& W, const float* X, int64_t n_tokens, const float* Y) {
   const auto id = static_cast<uint32_t>(W.type);
   if (!ggml_type_known(id) || !ggml_type_supported(W.type)) {
     throw Error(fmt::format("matmul: weight type {} has no snapkv kernels", ggml_type_name(id)));
@@ -36,40 +74,104 @@ void matmul(const WeightView& W, const float* X, int64_t n_tokens, float* Y, Thr
   }
   if (W.rows < 0) throw Error(fmt::format("matmul: negative row count {}", W.rows));
   if (n_tokens < 0) throw Error(fmt::format("matmul: negative token count {}", n_tokens));
-  if (n_tokens == 0 || W.rows == 0) return;
+  if (n_tokens == 0 || W.rows == 0) return Work::kNone;
   if (Y == nullptr || (W.cols > 0 && (X == nullptr || W.data == nullptr))) {
     throw Error("matmul: null weight, input or output pointer");
   }
-  if (W.cols == 0) {
-    std::fill(Y, Y + n_tokens * W.rows, 0.0f);
+  return W.cols == 0 ? Work::kZero : Work::kCompute;
+}
+
+/// Products per shared parallel region in matmul_group (a fixed array: no allocation per call).
+constexpr size_t kMaxGroup = 8;
+
+/// The group's decode-family path for products[0..n) (all checked): X converted once per weight
+/// type into one scratch buffer, then one parallel region whose threads walk every product's row
+/// blocks in turn (no barrier between products).
+void run_group(const MatmulProduct* p, const quant::MatmulOps* const* ops, size_t n, const float* X, int64_t n_tokens,
+               ThreadContext& tc) {
+  size_t offset[kMaxGroup];
+  size_t total = 0;
+  for (size_t i = 0; i < n; ++i) {
+    offset[i] = total;
+    for (size_t j = 0; j < i; ++j) {
+      if (p[j].W.type == p[i].W.type && p[j].W.cols == p[i].W.cols) {
+        offset[i] = offset[j];  // same conversion of X: shared
+        break;
+      }
+    }
+    if (offset[i] == total) total += quant::round_up64(ops[i]->act_bytes(p[i].W.cols, n_tokens));
+  }
+  uint8_t* act = total > 0 ? tc.scratch(quant::kSlotAct, 0, total) : nullptr;
+  quant::TileJob jobs[kMaxGroup];
+  double macs = 0;
+  for (size_t i = 0; i < n; ++i) {
+    size_t first = i;  // the product whose conversion product i shares
+    for (size_t j = 0; j < i; ++j) {
+      if (offset[j] == offset[i] && p[j].W.type == p[i].W.type && p[j].W.cols == p[i].W.cols) {
+        first = j;
+        break;
+      }
+    }
+    if (first == i) {
+      jobs[i] = ops[i]->prepare(p[i].W, X, n_tokens, p[i].Y, act + offset[i], tc.n_threads());
+    } else {
+      jobs[i] = jobs[first];
+      jobs[i].ctx.w = p[i].W.data;
+      jobs[i].ctx.w_stride = p[i].W.row_bytes();
+      jobs[i].ctx.y = p[i].Y;
+      jobs[i].ctx.y_stride = p[i].W.rows;
+      jobs[i].rows = p[i].W.rows;
+    }
+    macs += jobs[i].macs();
+  }
+#pragma omp parallel num_threads(tc.n_threads()) if (quant::tiles_parallel(macs))
+  for (size_t i = 0; i < n; ++i) jobs[i].loop(jobs[i].ctx, jobs[i].rows, jobs[i].n_tokens);
+}
+
+}  // namespace
+
+void matmul(const WeightView& W, const float* X, int64_t n_tokens, float* Y, ThreadContext& tc) {
+  switch (check(W, X, n_tokens, Y)) {
+    case Work::kNone:
+      return;
+    case Work::kZero:
+      std::fill(Y, Y + n_tokens * W.rows, 0.0f);
+      return;
+    case Work::kCompute:
+      ops_for(W.type).matmul(W, X, n_tokens, Y, tc);
+      return;
+  }
+}
+
+void matmul_group(std::span<const MatmulProduct> products, const float* X, int64_t n_tokens, ThreadContext& tc) {
+  for (size_t i = 0; i < products.size(); ++i) {  // every product checked before any is computed
+    const MatmulProduct& p = products[i];
+    if (p.W.cols != products[0].W.cols) {
+      throw Error(
+          fmt::format("matmul_group: product {} has {} columns, product 0 has {}", i, p.W.cols, products[0].W.cols));
+    }
+    check(p.W, X, n_tokens, p.Y);
+  }
+  // From 8 tokens on, quantized weights use the token-lane kernels (regions of their own).
+  if (n_tokens >= 8 || products.size() == 1) {
+    for (const MatmulProduct& p : products) matmul(p.W, X, n_tokens, p.Y, tc);
     return;
   }
-  switch (W.type) {
-    case GGMLType::Q4_0:
-      return quant::matmul_q4_0(W, X, n_tokens, Y, tc);
-    case GGMLType::Q4_1:
-      return quant::matmul_q4_1(W, X, n_tokens, Y, tc);
-    case GGMLType::Q5_0:
-      return quant::matmul_q5_0(W, X, n_tokens, Y, tc);
-    case GGMLType::Q5_1:
-      return quant::matmul_q5_1(W, X, n_tokens, Y, tc);
-    case GGMLType::Q8_0:
-      return quant::matmul_q8_0(W, X, n_tokens, Y, tc);
-    case GGMLType::Q4_K:
-      return quant::matmul_q4_k(W, X, n_tokens, Y, tc);
-    case GGMLType::Q5_K:
-      return quant::matmul_q5_k(W, X, n_tokens, Y, tc);
-    case GGMLType::Q6_K:
-      return quant::matmul_q6_k(W, X, n_tokens, Y, tc);
-    case GGMLType::F32:
-      return quant::matmul_f32(W, X, n_tokens, Y, tc);
-    case GGMLType::F16:
-      return quant::matmul_f16(W, X, n_tokens, Y, tc);
-    case GGMLType::BF16:
-      return quant::matmul_bf16(W, X, n_tokens, Y, tc);
-    default:
-      throw Error(fmt::format("matmul: weight type {} has no snapkv kernels", ggml_type_name(id)));
+  MatmulProduct group[kMaxGroup];
+  const quant::MatmulOps* ops[kMaxGroup];
+  size_t n = 0;
+  for (const MatmulProduct& p : products) {
+    const Work w = check(p.W, X, n_tokens, p.Y);
+    if (w == Work::kZero) std::fill(p.Y, p.Y + n_tokens * p.W.rows, 0.0f);
+    if (w != Work::kCompute) continue;
+    group[n] = p;
+    ops[n] = &ops_for(p.W.type);
+    if (++n == kMaxGroup) {
+      run_group(group, ops, n, X, n_tokens, tc);
+      n = 0;
+    }
   }
+  if (n > 0) run_group(group, ops, n, X, n_tokens, tc);
 }
 
 }  // namespace snapkv

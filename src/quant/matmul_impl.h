@@ -6,6 +6,7 @@
 
 #include "core/thread_context.h"
 #include "quant/quant.h"
+#include "quant/tiling.h"
 
 namespace snapkv::quant {
 
@@ -19,16 +20,32 @@ inline constexpr int kSlotEntries = 2;  ///< unpacked weight rows (one per team 
 /// batch (quant.h, "Determinism"); prefill is slower. For tests and deterministic serving.
 bool token_lanes_enabled();
 
-void matmul_q4_0(const WeightView& W, const float* X, int64_t n_tokens, float* Y, ThreadContext& tc);
-void matmul_q4_1(const WeightView& W, const float* X, int64_t n_tokens, float* Y, ThreadContext& tc);
-void matmul_q5_0(const WeightView& W, const float* X, int64_t n_tokens, float* Y, ThreadContext& tc);
-void matmul_q5_1(const WeightView& W, const float* X, int64_t n_tokens, float* Y, ThreadContext& tc);
-void matmul_q8_0(const WeightView& W, const float* X, int64_t n_tokens, float* Y, ThreadContext& tc);
-void matmul_q4_k(const WeightView& W, const float* X, int64_t n_tokens, float* Y, ThreadContext& tc);
-void matmul_q5_k(const WeightView& W, const float* X, int64_t n_tokens, float* Y, ThreadContext& tc);
-void matmul_q6_k(const WeightView& W, const float* X, int64_t n_tokens, float* Y, ThreadContext& tc);
-void matmul_f32(const WeightView& W, const float* X, int64_t n_tokens, float* Y, ThreadContext& tc);
-void matmul_f16(const WeightView& W, const float* X, int64_t n_tokens, float* Y, ThreadContext& tc);
-void matmul_bf16(const WeightView& W, const float* X, int64_t n_tokens, float* Y, ThreadContext& tc);
+/// A product prepared for the decode-family kernels (tiling.h): what `loop` needs to compute its
+/// rows inside a parallel region (several jobs may share one region: matmul_group).
+struct TileJob {
+  TileCtx ctx;
+  int64_t rows = 0;
+  int64_t n_tokens = 0;
+  void (*loop)(const TileCtx&, int64_t rows, int64_t n_tokens) = nullptr;
+  double macs() const {
+    return static_cast<double>(rows) * static_cast<double>(ctx.cols) * static_cast<double>(n_tokens);
+  }
+};
+
+/// The kernels of one weight type (arguments validated by the caller).
+struct MatmulOps {
+  /// The whole Y = X W^T (quant.h, matmul).
+  void (*matmul)(const WeightView& W, const float* X, int64_t n_tokens, float* Y, ThreadContext& tc);
+  /// Bytes of converted activations for n_tokens rows of W.cols elements (0: X is read as is).
+  size_t (*act_bytes)(int64_t cols, int64_t n_tokens);
+  /// Converts X into act (act_bytes long, 64-byte aligned; serially, on the calling thread) and
+  /// returns the decode-family job for Y = X W^T: the same per-(row, token) operations as
+  /// matmul's path for n_tokens < 8, so the same bits.
+  TileJob (*prepare)(const WeightView& W, const float* X, int64_t n_tokens, float* Y, uint8_t* act, int n_threads);
+};
+
+extern const MatmulOps kOpsQ4_0, kOpsQ4_1, kOpsQ5_0, kOpsQ5_1, kOpsQ8_0;  // matmul_legacy.cpp
+extern const MatmulOps kOpsQ4_K, kOpsQ5_K, kOpsQ6_K;                      // matmul_kquants.cpp
+extern const MatmulOps kOpsF32, kOpsF16, kOpsBF16;                        // matmul_float.cpp
 
 }  // namespace snapkv::quant

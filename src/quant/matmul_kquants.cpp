@@ -12,15 +12,29 @@ namespace {
 inline constexpr int64_t kLaneMinTokens = 8;  ///< from this many tokens on: token-lane kernel
 #endif
 
+size_t act_bytes(int64_t cols, int64_t n_tokens) { return q8k_row_stride(cols) * static_cast<size_t>(n_tokens); }
+
+/// X as Q8_K rows (threaded for >= 8 tokens).
+void quantize(const WeightView& W, const float* X, int64_t n_tokens, uint8_t* act, int n_threads) {
+  const size_t stride = q8k_row_stride(W.cols);
+#pragma omp parallel for schedule(static) num_threads(n_threads) if (n_tokens >= 8)
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    quantize_q8k_row(X + t * W.cols, W.cols, act + static_cast<size_t>(t) * stride);
+  }
+}
+
+template <class K>
+TileJob prepare(const WeightView& W, const float* X, int64_t n_tokens, float* Y, uint8_t* act, int n_threads) {
+  quantize(W, X, n_tokens, act, 1);
+  return {tile_ctx(W, act, q8k_row_stride(W.cols), Y, n_threads), W.rows, n_tokens, &tiles_loop<K>};
+}
+
 /// K: the pair kernel (kern_kquants.h); L: the token-lane policy (kern_lanes_k.h).
 template <class K, class L>
 void run(const WeightView& W, const float* X, int64_t n_tokens, float* Y, ThreadContext& tc) {
   const size_t stride = q8k_row_stride(W.cols);
-  uint8_t* act = tc.scratch(kSlotAct, 0, stride * static_cast<size_t>(n_tokens));
-#pragma omp parallel for schedule(static) num_threads(tc.n_threads()) if (n_tokens >= 8)
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    quantize_q8k_row(X + t * W.cols, W.cols, act + static_cast<size_t>(t) * stride);
-  }
+  uint8_t* act = tc.scratch(kSlotAct, 0, act_bytes(W.cols, n_tokens));
+  quantize(W, X, n_tokens, act, tc.n_threads());
 #if defined(SNAPKV_VNNI)
   if (n_tokens >= kLaneMinTokens && token_lanes_enabled()) {
     run_lanes<L>(W, act, stride, n_tokens, Y, tc);
@@ -29,8 +43,6 @@ void run(const WeightView& W, const float* X, int64_t n_tokens, float* Y, Thread
 #endif
   run_tiles<K>(tile_ctx(W, act, stride, Y, tc.n_threads()), W.rows, n_tokens);
 }
-
-}  // namespace
 
 #if defined(SNAPKV_VNNI)
 using L4 = LaneQ45K<false>;
@@ -42,14 +54,15 @@ using L5 = void;
 using L6 = void;
 #endif
 
-void matmul_q4_k(const WeightView& W, const float* X, int64_t n, float* Y, ThreadContext& tc) {
-  run<KQ45K<false>, L4>(W, X, n, Y, tc);
+template <class K, class L>
+constexpr MatmulOps ops() {
+  return {&run<K, L>, &act_bytes, &prepare<K>};
 }
-void matmul_q5_k(const WeightView& W, const float* X, int64_t n, float* Y, ThreadContext& tc) {
-  run<KQ45K<true>, L5>(W, X, n, Y, tc);
-}
-void matmul_q6_k(const WeightView& W, const float* X, int64_t n, float* Y, ThreadContext& tc) {
-  run<KQ6K, L6>(W, X, n, Y, tc);
-}
+
+}  // namespace
+
+const MatmulOps kOpsQ4_K = ops<KQ45K<false>, L4>();
+const MatmulOps kOpsQ5_K = ops<KQ45K<true>, L5>();
+const MatmulOps kOpsQ6_K = ops<KQ6K, L6>();
 
 }  // namespace snapkv::quant

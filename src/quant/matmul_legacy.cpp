@@ -12,40 +12,50 @@ namespace {
 inline constexpr int64_t kLaneMinTokens = 8;  ///< from this many tokens on: token-lane kernel
 #endif
 
+size_t act_bytes(int64_t cols, int64_t n_tokens) { return q8_row_stride(cols) * static_cast<size_t>(n_tokens); }
+
+/// X as Q8 rows for KLegacy<U> (threaded for >= 8 tokens).
 template <class U>
-void run(const WeightView& W, const float* X, int64_t n_tokens, float* Y, ThreadContext& tc) {
+void quantize(const WeightView& W, const float* X, int64_t n_tokens, uint8_t* act, int n_threads) {
   using K = KLegacy<U>;
   const size_t stride = q8_row_stride(W.cols);
-  uint8_t* act = tc.scratch(kSlotAct, 0, stride * static_cast<size_t>(n_tokens));
-#pragma omp parallel for schedule(static) num_threads(tc.n_threads()) if (n_tokens >= 8)
+#pragma omp parallel for schedule(static) num_threads(n_threads) if (n_tokens >= 8)
   for (int64_t t = 0; t < n_tokens; ++t) {
     quantize_q8_row(X + t * W.cols, W.cols, K::act_offset(), U::kMin, act + static_cast<size_t>(t) * stride);
   }
+}
+
+template <class U>
+TileJob prepare(const WeightView& W, const float* X, int64_t n_tokens, float* Y, uint8_t* act, int n_threads) {
+  quantize<U>(W, X, n_tokens, act, 1);
+  return {tile_ctx(W, act, q8_row_stride(W.cols), Y, n_threads), W.rows, n_tokens, &tiles_loop<KLegacy<U>>};
+}
+
+template <class U>
+void run(const WeightView& W, const float* X, int64_t n_tokens, float* Y, ThreadContext& tc) {
+  const size_t stride = q8_row_stride(W.cols);
+  uint8_t* act = tc.scratch(kSlotAct, 0, act_bytes(W.cols, n_tokens));
+  quantize<U>(W, X, n_tokens, act, tc.n_threads());
 #if defined(SNAPKV_VNNI)
   if (n_tokens >= kLaneMinTokens && token_lanes_enabled()) {
     run_lanes<LaneLegacy<U>>(W, act, stride, n_tokens, Y, tc);
     return;
   }
 #endif
-  run_tiles<K>(tile_ctx(W, act, stride, Y, tc.n_threads()), W.rows, n_tokens);
+  run_tiles<KLegacy<U>>(tile_ctx(W, act, stride, Y, tc.n_threads()), W.rows, n_tokens);
+}
+
+template <class U>
+constexpr MatmulOps ops() {
+  return {&run<U>, &act_bytes, &prepare<U>};
 }
 
 }  // namespace
 
-void matmul_q4_0(const WeightView& W, const float* X, int64_t n, float* Y, ThreadContext& tc) {
-  run<UQ4_0>(W, X, n, Y, tc);
-}
-void matmul_q4_1(const WeightView& W, const float* X, int64_t n, float* Y, ThreadContext& tc) {
-  run<UQ4_1>(W, X, n, Y, tc);
-}
-void matmul_q5_0(const WeightView& W, const float* X, int64_t n, float* Y, ThreadContext& tc) {
-  run<UQ5_0>(W, X, n, Y, tc);
-}
-void matmul_q5_1(const WeightView& W, const float* X, int64_t n, float* Y, ThreadContext& tc) {
-  run<UQ5_1>(W, X, n, Y, tc);
-}
-void matmul_q8_0(const WeightView& W, const float* X, int64_t n, float* Y, ThreadContext& tc) {
-  run<UQ8_0>(W, X, n, Y, tc);
-}
+const MatmulOps kOpsQ4_0 = ops<UQ4_0>();
+const MatmulOps kOpsQ4_1 = ops<UQ4_1>();
+const MatmulOps kOpsQ5_0 = ops<UQ5_0>();
+const MatmulOps kOpsQ5_1 = ops<UQ5_1>();
+const MatmulOps kOpsQ8_0 = ops<UQ8_0>();
 
 }  // namespace snapkv::quant

@@ -54,15 +54,16 @@ inline constexpr int64_t kRowBlock = 32;              ///< rows per scheduling u
 inline constexpr size_t kActChunkBytes = 192 * 1024;  ///< activation bytes per token chunk (L2-sized)
 inline constexpr double kSerialMacs = 1 << 16;        ///< below this many MACs stay single-threaded
 
-/// Runs K with R x T tiles (R = 1 and T = 1 for the row / token remainders).
+/// The rows of Y = W X with K's R x T tiles (R = 1 and T = 1 for the row / token remainders),
+/// shared out among the threads of the enclosing OpenMP team (an orphaned `omp for`, no barrier
+/// at its end): run_tiles wraps it in a parallel region of its own; matmul_group runs several
+/// products' loops in one region.
 template <class K, int R, int T>
-void run_tiles_rt(const TileCtx& c, int64_t rows, int64_t n_tokens) {
+void tiles_loop_rt(const TileCtx& c, int64_t rows, int64_t n_tokens) {
   static_assert(kRowBlock % R == 0);
   const int64_t n_items = (rows + kRowBlock - 1) / kRowBlock;
   int64_t tc = static_cast<int64_t>(kActChunkBytes / std::max<size_t>(c.a_stride, 1));
   tc = std::max<int64_t>(T, tc / T * T);
-  const bool par =
-      static_cast<double>(rows) * static_cast<double>(c.cols) * static_cast<double>(n_tokens) >= kSerialMacs;
 
   // Kernels whose rows cost more to compute than to load (K::kPrefetchRows) ask for the rows
   // ~4 KiB ahead of each tile: without it loads and compute hardly overlap (quant/prefetch.h).
@@ -70,42 +71,52 @@ void run_tiles_rt(const TileCtx& c, int64_t rows, int64_t n_tokens) {
       K::kPrefetchRows && c.w_stride > 0 && matmul_prefetch()
           ? std::max<int64_t>(R, static_cast<int64_t>((kPrefetchAheadBytes + c.w_stride - 1) / c.w_stride))
           : 0;
-#pragma omp parallel num_threads(c.n_threads) if (par)
-  {
-    for (int64_t t_begin = 0; t_begin < n_tokens; t_begin += tc) {
-      const int64_t t_end = std::min(n_tokens, t_begin + tc);
+  for (int64_t t_begin = 0; t_begin < n_tokens; t_begin += tc) {
+    const int64_t t_end = std::min(n_tokens, t_begin + tc);
 #pragma omp for schedule(static) nowait
-      for (int64_t it = 0; it < n_items; ++it) {
-        const int64_t r_end = std::min(rows, (it + 1) * kRowBlock);
-        int64_t r = it * kRowBlock;
-        for (; r + R <= r_end; r += R) {
-          if (ahead > 0 && r + ahead + R <= rows)
-            prefetch_l2(c.w + static_cast<size_t>(r + ahead) * c.w_stride, R * c.w_stride);
-          int64_t t = t_begin;
-          for (; t + T <= t_end; t += T) K::template tile<R, T>(c, r, t);
-          for (; t < t_end; ++t) K::template tile<R, 1>(c, r, t);
-        }
-        for (; r < r_end; ++r) {
-          int64_t t = t_begin;
-          for (; t + T <= t_end; t += T) K::template tile<1, T>(c, r, t);
-          for (; t < t_end; ++t) K::template tile<1, 1>(c, r, t);
-        }
+    for (int64_t it = 0; it < n_items; ++it) {
+      const int64_t r_end = std::min(rows, (it + 1) * kRowBlock);
+      int64_t r = it * kRowBlock;
+      for (; r + R <= r_end; r += R) {
+        if (ahead > 0 && r + ahead + R <= rows)
+          prefetch_l2(c.w + static_cast<size_t>(r + ahead) * c.w_stride, R * c.w_stride);
+        int64_t t = t_begin;
+        for (; t + T <= t_end; t += T) K::template tile<R, T>(c, r, t);
+        for (; t < t_end; ++t) K::template tile<R, 1>(c, r, t);
+      }
+      for (; r < r_end; ++r) {
+        int64_t t = t_begin;
+        for (; t + T <= t_end; t += T) K::template tile<1, T>(c, r, t);
+        for (; t < t_end; ++t) K::template tile<1, 1>(c, r, t);
       }
     }
   }
 }
 
-/// Runs K over the whole product. K provides kR, kT, kRDecode and
+/// tiles_loop_rt with K's tile shape for n_tokens. K provides kR, kT, kRDecode and
 /// template<int R, int T> tile(ctx, r0, t0). With a single token the rows are walked kRDecode
 /// at a time (1: the weights are read as one sequential stream, which the hardware prefetchers
 /// follow much better than several interleaved row streams).
 template <class K>
-void run_tiles(const TileCtx& c, int64_t rows, int64_t n_tokens) {
+void tiles_loop(const TileCtx& c, int64_t rows, int64_t n_tokens) {
   if (n_tokens == 1) {
-    run_tiles_rt<K, K::kRDecode, 1>(c, rows, n_tokens);
+    tiles_loop_rt<K, K::kRDecode, 1>(c, rows, n_tokens);
   } else {
-    run_tiles_rt<K, K::kR, K::kT>(c, rows, n_tokens);
+    tiles_loop_rt<K, K::kR, K::kT>(c, rows, n_tokens);
   }
+}
+
+/// Whether a product of this many multiply-adds is worth a parallel region.
+inline bool tiles_parallel(double macs) { return macs >= kSerialMacs; }
+
+/// Runs K over the whole product in a parallel region of c.n_threads threads (one thread for
+/// small products, see kSerialMacs).
+template <class K>
+void run_tiles(const TileCtx& c, int64_t rows, int64_t n_tokens) {
+  const bool par =
+      tiles_parallel(static_cast<double>(rows) * static_cast<double>(c.cols) * static_cast<double>(n_tokens));
+#pragma omp parallel num_threads(c.n_threads) if (par)
+  tiles_loop<K>(c, rows, n_tokens);
 }
 
 }  // namespace snapkv::quant
