@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -154,6 +155,37 @@ TEST(Activations, SwiGLUMatchesFormula) {
     const double x = a0[i];
     EXPECT_NEAR(a[i], x / (1.0 + std::exp(-x)) * b[i], 1e-5 * (1.0 + std::fabs(x * b[i])));
   }
+}
+
+// The vector exp (AVX-512) over the whole float range: within ~3 ulp of the exact SwiGLU, the
+// saturated ends exact, NaN kept, and a value independent of its position and of n.
+TEST(Activations, SwiGLUAccurateOverTheRangeAndPositionIndependent) {
+  std::vector<float> x;
+  for (float v = -120.0f; v <= 120.0f; v += 0.0137f) x.push_back(v);
+  for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 88.0f, -88.0f, 89.0f, -89.0f, 104.0f, -104.0f}) x.push_back(v);
+  const std::vector<float> one(x.size(), 1.0f);
+  auto a = x;
+  swiglu_inplace(a.data(), one.data(), static_cast<int64_t>(a.size()), 2);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double v = x[i];
+    const double want = v / (1.0 + std::exp(-v));
+    ASSERT_NEAR(a[i], want, 4e-7 * std::fabs(want) + 1e-35) << "x = " << v;  // below -88.7 exp(-x) overflows: -0
+  }
+  // Saturation: silu(x) = x for large x, -0 / tiny for very negative x.
+  std::vector<float> e = {200.0f, -200.0f, std::numeric_limits<float>::infinity(),
+                          -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()};
+  e.resize(32, 3.0f);
+  const std::vector<float> ones(e.size(), 1.0f);
+  swiglu_inplace(e.data(), ones.data(), static_cast<int64_t>(e.size()), 1);
+  EXPECT_EQ(e[0], 200.0f);
+  EXPECT_EQ(e[1], 0.0f);
+  EXPECT_EQ(e[2], std::numeric_limits<float>::infinity());
+  EXPECT_TRUE(std::isnan(e[3]) || e[3] == 0.0f);  // -inf / (1 + inf): NaN in IEEE, as expf gives
+  EXPECT_TRUE(std::isnan(e[4]));
+  // Shifted by one element (other lanes, other tail): the same values.
+  auto s = std::vector<float>(x.begin() + 1, x.begin() + 1001);
+  swiglu_inplace(s.data(), one.data(), 1000, 1);
+  for (size_t i = 0; i < s.size(); ++i) ASSERT_EQ(s[i], a[i + 1]) << i;
 }
 
 TEST(Activations, GeGLUMatchesTanhGelu) {
