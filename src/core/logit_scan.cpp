@@ -37,6 +37,7 @@ int64_t first_max_index(const float* x, int64_t n) {
   if (n <= 1 || std::isnan(x[0])) return 0;
   int64_t i = 0;
   int64_t best = 0;
+  if (n > INT32_MAX) return continue_argmax(x, 1, n, 0);  // the lanes count indices in 32 bits
 #if defined(__AVX512F__)
   if (n >= 16) {
     __m512 vmax = _mm512_set1_ps(-kInf);

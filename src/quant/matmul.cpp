@@ -89,38 +89,31 @@ constexpr size_t kMaxGroup = 8;
 /// blocks in turn (no barrier between products).
 void run_group(const MatmulProduct* p, const quant::MatmulOps* const* ops, size_t n, const float* X, int64_t n_tokens,
                ThreadContext& tc) {
+  size_t share[kMaxGroup];  // the first product with the same (type, cols): its conversion is used
   size_t offset[kMaxGroup];
   size_t total = 0;
   for (size_t i = 0; i < n; ++i) {
-    offset[i] = total;
+    share[i] = i;
     for (size_t j = 0; j < i; ++j) {
       if (p[j].W.type == p[i].W.type && p[j].W.cols == p[i].W.cols) {
-        offset[i] = offset[j];  // same conversion of X: shared
+        share[i] = j;
         break;
       }
     }
-    if (offset[i] == total) total += quant::round_up64(ops[i]->act_bytes(p[i].W.cols, n_tokens));
+    offset[i] = share[i] == i ? total : offset[share[i]];
+    if (share[i] == i) total += quant::round_up64(ops[i]->act_bytes(p[i].W.cols, n_tokens));
   }
   uint8_t* act = total > 0 ? tc.scratch(quant::kSlotAct, 0, total) : nullptr;
   quant::TileJob jobs[kMaxGroup];
   double macs = 0;
   for (size_t i = 0; i < n; ++i) {
-    size_t first = i;  // the product whose conversion product i shares
-    for (size_t j = 0; j < i; ++j) {
-      if (offset[j] == offset[i] && p[j].W.type == p[i].W.type && p[j].W.cols == p[i].W.cols) {
-        first = j;
-        break;
-      }
-    }
-    if (first == i) {
-      jobs[i] = ops[i]->prepare(p[i].W, X, n_tokens, p[i].Y, act + offset[i], tc.n_threads());
+    if (share[i] == i) {
+      jobs[i] =
+          ops[i]->prepare(p[i].W, X, n_tokens, p[i].Y, act == nullptr ? nullptr : act + offset[i], tc.n_threads());
     } else {
-      jobs[i] = jobs[first];
-      jobs[i].ctx.w = p[i].W.data;
-      jobs[i].ctx.w_stride = p[i].W.row_bytes();
-      jobs[i].ctx.y = p[i].Y;
-      jobs[i].ctx.y_stride = p[i].W.rows;
-      jobs[i].rows = p[i].W.rows;
+      const quant::TileJob& s = jobs[share[i]];
+      jobs[i] = {quant::tile_ctx(p[i].W, s.ctx.act, s.ctx.a_stride, p[i].Y, tc.n_threads()), p[i].W.rows, n_tokens,
+                 s.loop};
     }
     macs += jobs[i].macs();
   }
@@ -152,7 +145,8 @@ void matmul_group(std::span<const MatmulProduct> products, const float* X, int64
     }
     check(p.W, X, n_tokens, p.Y);
   }
-  // From 8 tokens on, quantized weights use the token-lane kernels (regions of their own).
+  // From 8 tokens on, separate calls: there the quantized types take the token-lane kernels
+  // (with AVX-512 VNNI), whose regions are their own (the other cases are not grouped either).
   if (n_tokens >= 8 || products.size() == 1) {
     for (const MatmulProduct& p : products) matmul(p.W, X, n_tokens, p.Y, tc);
     return;

@@ -63,9 +63,9 @@ struct MatmulProduct {
 /// gate / up), any weight types, all with the same W.cols. Bitwise the results of one matmul call
 /// per product. For n_tokens < 8 (decode) X is converted once per weight type and all products
 /// run in one OpenMP parallel region, the threads passing from one product's rows to the next
-/// without waiting: one barrier per group instead of one per product (decode: SmolLM2-135M
-/// 1.07x faster, docs/benchmarks.md). All products are checked first (errors as matmul, plus
-/// differing W.cols); no Y may alias X, a W, or another Y.
+/// without waiting: one barrier per group instead of one per product (decode of SmolLM2-135M
+/// ~2 % faster in one set of runs, within noise; docs/benchmarks.md). All products are checked
+/// first (errors as matmul, plus differing W.cols); no Y may alias X, a W, or another Y.
 void matmul_group(std::span<const MatmulProduct> products, const float* X, int64_t n_tokens, ThreadContext& tc);
 
 /// Dot product of a f32 vector `x` (length W.cols) with row `row` of `W`, dequantizing on the

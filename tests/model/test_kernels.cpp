@@ -186,6 +186,13 @@ TEST(Activations, SwiGLUAccurateOverTheRangeAndPositionIndependent) {
   auto s = std::vector<float>(x.begin() + 1, x.begin() + 1001);
   swiglu_inplace(s.data(), one.data(), 1000, 1);
   for (size_t i = 0; i < s.size(); ++i) ASSERT_EQ(s[i], a[i + 1]) << i;
+  // A long row takes the threaded path (4096-element chunks): the same values as one thread.
+  auto big = randn(70001, 14, 6.0f);
+  const auto bb = randn(70001, 15);
+  auto big1 = big;
+  swiglu_inplace(big.data(), bb.data(), 70001, 2);
+  swiglu_inplace(big1.data(), bb.data(), 70001, 1);
+  EXPECT_EQ(big, big1);
 }
 
 TEST(Activations, GeGLUMatchesTanhGelu) {
