@@ -6,52 +6,24 @@
 #include <cstdint>
 #include <vector>
 
+#include "attention/softmax_simd.h"
 #include "core/fp16.h"
 #if defined(__AVX2__) && defined(__F16C__)
 #include <immintrin.h>
 #endif
-#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
-// GCC 12's false positive inside its own AVX-512 intrinsics (GCC bug 105593; as in quant/simd.h).
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
 namespace snapkv {
 
 namespace {
 
-#if defined(__AVX512F__)
-/// exp(x) on 16 lanes: x = n ln2 + r with |r| <= ln2 / 2 (ln2 split in two for an exact n ln2),
-/// e^r by its degree-7 Taylor polynomial (truncation < 1e-8 relative), times 2^n by vscalefps,
-/// which also gives inf / 0 beyond the float range. A few ulp of expf (the test bounds SwiGLU
-/// at 4e-7 relative); NaN stays NaN.
-inline __m512 exp16(__m512 x) {
-  // vmaxps / vminps return their second operand when one is NaN: x second keeps a NaN.
-  x = _mm512_min_ps(_mm512_set1_ps(100.0f), _mm512_max_ps(_mm512_set1_ps(-110.0f), x));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);  // ln2's high part: n * it is exact
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);      // ln2 - 0.693359375
-  __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(p, n);
-}
-#endif
-
-/// a[i] = silu(a[i]) * b[i] for i in [begin, end). Every element gets the same arithmetic
-/// (AVX-512: the tail through masked lanes), so a value does not depend on its index or on n.
+/// a[i] = silu(a[i]) * b[i] for i in [begin, end), exp by the prefill softmax's vector exp
+/// (attn::exp16: ~2 ulp; 0 below -87.3, FLT_MAX above 88.7). Every element gets the same
+/// arithmetic (AVX-512: the tail through masked lanes), so a value does not depend on its index or n.
 void swiglu_range(float* a, const float* b, int64_t begin, int64_t end) {
-#if defined(__AVX512F__)
+#if SNAPKV_ATTN_AVX512
   for (int64_t i = begin; i < end; i += 16) {
     const __mmask16 m = end - i >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (end - i)) - 1);
     const __m512 x = _mm512_maskz_loadu_ps(m, a + i);
-    const __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), x));
+    const __m512 e = attn::exp16(_mm512_sub_ps(_mm512_setzero_ps(), x));
     const __m512 silu = _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
     _mm512_mask_storeu_ps(a + i, m, _mm512_mul_ps(silu, _mm512_maskz_loadu_ps(m, b + i)));
   }
