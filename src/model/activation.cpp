@@ -11,6 +11,7 @@
 #if defined(__AVX2__) && defined(__F16C__)
 #include <immintrin.h>
 #endif
+
 namespace snapkv {
 
 namespace {
