@@ -19,6 +19,7 @@
 #include "attention/simd.h"
 #include "attention/softmax_simd.h"
 #include "core/fp16.h"
+#include "core/hsum16.h"
 #include "snapkv/kv_type.h"
 
 namespace snapkv::attn {
@@ -74,36 +75,8 @@ inline __m512 load16(const float* x) { return _mm512_loadu_ps(x); }
 inline __m512 load16(const uint16_t* x) {
   return _mm512_maskz_cvtph_ps(0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)));
 }
-template <int Imm>
-inline __m512 shuffle_f32x4(__m512 a, __m512 b) {
-  return _mm512_maskz_shuffle_f32x4(0xFFFF, a, b, Imm);
-}
 inline __m256 load8(const float* x) { return _mm256_loadu_ps(x); }
 inline __m256 load8(const uint16_t* x) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x))); }
-
-/// The 16 horizontal sums of a[0..16) at once: lane i = hsum(low8(a[i]) + high8(a[i])), added in
-/// hsum()'s order (with x = low8 + high8: ((x0 + x4) + (x1 + x5)) + ((x2 + x6) + (x3 + x7))), as
-/// a transposing tree of 15 adds and 28 shuffles instead of 16 separate reductions.
-inline __m512 hsum16(const __m512* a) {
-  __m512 x[8], y[4], z[2];
-  // x[i] = [low8 + high8 of a[2i] | of a[2i + 1]]
-  for (int i = 0; i < 8; ++i)
-    x[i] = _mm512_add_ps(shuffle_f32x4<_MM_SHUFFLE(1, 0, 1, 0)>(a[2 * i], a[2 * i + 1]),
-                         shuffle_f32x4<_MM_SHUFFLE(3, 2, 3, 2)>(a[2 * i], a[2 * i + 1]));
-  // 128-bit lane L of y[i]: t_k = x_k + x_(k+4), k < 4, of a[4i + L]
-  for (int i = 0; i < 4; ++i)
-    y[i] = _mm512_add_ps(shuffle_f32x4<_MM_SHUFFLE(2, 0, 2, 0)>(x[2 * i], x[2 * i + 1]),
-                         shuffle_f32x4<_MM_SHUFFLE(3, 1, 3, 1)>(x[2 * i], x[2 * i + 1]));
-  // lane L of z[i]: (t0 + t1, t2 + t3) of a[8i + L], then of a[8i + 4 + L]
-  for (int i = 0; i < 2; ++i)
-    z[i] = _mm512_add_ps(_mm512_shuffle_ps(y[2 * i], y[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
-                         _mm512_shuffle_ps(y[2 * i], y[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
-  // element e of lane L of w: (t0 + t1) + (t2 + t3) of a[4e + L]; transposed back to lane order
-  const __m512 w = _mm512_add_ps(_mm512_shuffle_ps(z[0], z[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                                 _mm512_shuffle_ps(z[0], z[1], _MM_SHUFFLE(3, 1, 3, 1)));
-  return _mm512_maskz_permutexvar_ps(0xFFFF, _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15),
-                                     w);
-}
 
 /// Elements [0, 8) of a row zero-extended to 16 lanes.
 inline __m512 load8z(const float* x) { return _mm512_maskz_loadu_ps(0x00FF, x); }
@@ -231,7 +204,7 @@ struct Q4Rows {
 
 /// S[h * s_stride + j] = scale * dot(q[h], K[j]) for h < NH, j < NJ, NH * NJ <= 16 (hd % 8 == 0):
 /// the accumulation of dot_f32 / dot_f32_f16 (see the file comment; the 8-element tail goes to
-/// lanes 0-7 only), one register per (head, key); tiles of 8 or more pairs reduce with hsum16.
+/// lanes 0-7 only), one register per (head, key); tiles of 8 or more pairs reduce with hsum16 (core/hsum16.h).
 template <int NH, int NJ, typename Rows>
 inline void scores_tile(const float* const* q, const Rows& K, int hd, float scale, float* S, int s_stride) {
   static_assert(NH * NJ <= 16);
