@@ -607,6 +607,11 @@ void register_all() {
       {GGMLType::Q8_0, "synth.ffn_down", 576, 1536},
       {GGMLType::Q8_0, "synth.output", 49152, 576},
   };
+  // SmolLM2-135M-Instruct Q4_1: its FFN matrices (L2-resident when repeated).
+  const Shape smol[] = {
+      {GGMLType::Q4_1, "smol.ffn_up", 1536, 576},
+      {GGMLType::Q4_1, "smol.ffn_down", 576, 1536},
+  };
   // Larger than L3 (32 MiB here): memory-bound decode per type.
   const Shape stream[] = {
       {GGMLType::Q8_0, "stream", 65536, 2048}, {GGMLType::Q5_0, "stream", 65536, 2048},
@@ -628,6 +633,7 @@ void register_all() {
   for (const int th : {1, 2}) {
     for (const auto& s : gemma) reg(s, 1, th);
     for (const auto& s : synth) reg(s, 1, th);
+    for (const auto& s : smol) reg(s, 1, th);
     for (const auto& s : stream) reg(s, 1, th);
   }
   // Prefill: the per-layer shapes, plus every type on one square-ish shape.

@@ -57,6 +57,11 @@ inline uint32_t load_u32(const uint8_t* p) {
 /// The f16 stored at p, as float.
 inline float load_f16(const uint8_t* p) { return fp16_to_fp32(load_u16(p)); }
 
+/// f16_f32_table()[h] = fp16_to_fp32(h) for every IEEE half h (65,536 floats, 256 KiB, built
+/// once, thread-safe): the decode kernels look block scales up in it instead of converting them
+/// on the shuffle port (kern_legacy.h).
+const float* f16_f32_table();
+
 /// Decodes the 8 six-bit scales and 8 six-bit mins of a Q4_K / Q5_K super-block (ggml
 /// `get_scale_min_k4`): sub-block j (32 elements) has scale sc[j] and min m[j].
 /// Bytes 0..3: low 6 bits = sc[0..3], top 2 bits = high bits of sc[4..7];

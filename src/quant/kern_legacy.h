@@ -8,6 +8,7 @@
 // signed dot product. Q8_0 without VNNI uses the sign trick (|w| times sign-adjusted x).
 #pragma once
 
+#include "core/hsum16.h"
 #include "quant/act_quant.h"
 #include "quant/blocks.h"
 #include "quant/simd.h"
@@ -21,20 +22,17 @@ namespace snapkv::quant {
 
 #if defined(SNAPKV_VNNI)
 /// Two 16-byte nibble arrays (blocks b and b+1) -> 64 bytes: low then high nibbles of each.
+/// Both arrays are broadcast from memory ([b | b | b+1 | b+1] in 128-bit lanes: loads and one
+/// merge), then lanes 1 and 3 are shifted by a nibble.
 SNAPKV_INLINE __m512i unpack_nibbles16x2(const uint8_t* p0, const uint8_t* p1) {
-  const __m256i y =
-      _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p0))),
-                              _mm_loadu_si128(reinterpret_cast<const __m128i*>(p1)), 1);
-  const __m512i z = _mm512_castsi256_si512(y);
-  const __m512i dup = _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(1, 1, 0, 0));  // 128-bit lanes q0 q0 q1 q1
-  const __m512i sh = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4);
-  return _mm512_and_si512(_mm512_srlv_epi64(dup, sh), _mm512_set1_epi8(0x0F));
+  const __m512i z0 = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p0)));
+  const __m512i z = _mm512_mask_broadcast_i32x4(z0, 0xFF00, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p1)));
+  return _mm512_and_si512(_mm512_mask_srli_epi16(z, 0xFF00FF00u, z, 4), _mm512_set1_epi8(0x0F));
 }
-/// The f16 scales at p0 and p1 as 8 + 8 float lanes.
-SNAPKV_INLINE __m512 scales_f16x2(const uint8_t* p0, const uint8_t* p1) {
-  const __m256i h0 = _mm256_set1_epi16(static_cast<short>(load_u16(p0)));
-  const __m256i h = _mm256_mask_set1_epi16(h0, 0xFF00, static_cast<short>(load_u16(p1)));
-  return _mm512_cvtph_ps(h);
+/// The f16 scales at p0 and p1 as 8 + 8 float lanes, looked up in tab (f16_f32_table()): two
+/// broadcast loads and one merge, where a conversion takes three shuffle-port operations.
+SNAPKV_INLINE __m512 scales_f16x2(const uint8_t* p0, const uint8_t* p1, const float* tab) {
+  return _mm512_mask_broadcastss_ps(_mm512_set1_ps(tab[load_u16(p0)]), 0xFF00, _mm_load_ss(tab + load_u16(p1)));
 }
 /// Adds 16 to byte i of v where bit i of the 32-bit words at q0 (bytes 0..31) and q1
 /// (bytes 32..63) is set: the 5th bit of two Q5 blocks.
@@ -161,9 +159,15 @@ struct UQ8_0 {
 
 template <class U>
 struct KLegacy {
-  static constexpr int kR = 4;                 ///< rows per tile (prefill)
-  static constexpr int kT = 4;                 ///< tokens per tile
-  static constexpr int kRDecode = 1;           ///< rows per tile for n_tokens == 1: one sequential stream
+  static constexpr int kR = 4;  ///< rows per tile (prefill)
+  static constexpr int kT = 4;  ///< tokens per tile
+  /// Rows per tile for n_tokens == 1 (with AVX-512 VNNI): walked one after another (one
+  /// sequential weight stream) and reduced together by hsum16.
+#if defined(SNAPKV_VNNI)
+  static constexpr int kRDecode = 16;
+#else
+  static constexpr int kRDecode = 1;
+#endif
   static constexpr bool kPrefetchRows = true;  ///< tiling.h asks for the weight rows ahead
 
   /// The `offset` quantize_q8_row must fold into corr for this kernel.
@@ -189,7 +193,7 @@ struct KLegacy {
   /// block of a pair and 8-15 from the odd one; a lone last block leaves lanes 8-15 untouched.
   template <int R, int T, bool kFull>
   static SNAPKV_INLINE void step(const uint8_t* const* w, const uint8_t* const* a, const float* const* as, int64_t b,
-                                 __m512 (&acc)[R][T], float (&accm)[R][T]) {
+                                 __m512 (&acc)[R][T], float (&accm)[R][T][2], const float* tab) {
     __m512i wu[R];
     __m512 wd[R];
 #pragma GCC unroll 8
@@ -197,10 +201,10 @@ struct KLegacy {
       const uint8_t* b0 = w[r] + b * U::kBytes;
       if constexpr (kFull) {
         wu[r] = U::u2(b0);
-        wd[r] = scales_f16x2(b0, b0 + U::kBytes);  // d is the first field of every legacy block
+        wd[r] = scales_f16x2(b0, b0 + U::kBytes, tab);  // d is the first field of every legacy block
       } else {
         wu[r] = _mm512_zextsi256_si512(ublock(b0));
-        wd[r] = _mm512_zextps256_ps512(_mm256_set1_ps(U::d(b0)));
+        wd[r] = _mm512_zextps256_ps512(_mm256_set1_ps(tab[load_u16(b0)]));
       }
     }
 #pragma GCC unroll 8
@@ -215,8 +219,8 @@ struct KLegacy {
         const __m512i is = _mm512_dpbusd_epi32(init, wu[r], xq);
         acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(wd[r], xd), acc[r][t]);
         if constexpr (U::kMin) {
-          accm[r][t] += U::m(w[r] + b * U::kBytes) * as[t][b];
-          if constexpr (kFull) accm[r][t] += U::m(w[r] + (b + 1) * U::kBytes) * as[t][b + 1];
+          accm[r][t][0] += tab[load_u16(w[r] + b * U::kBytes + 2)] * as[t][b];  // m follows d (Q4_1, Q5_1)
+          if constexpr (kFull) accm[r][t][1] += tab[load_u16(w[r] + (b + 1) * U::kBytes + 2)] * as[t][b + 1];
         }
       }
     }
@@ -234,21 +238,44 @@ struct KLegacy {
       a[t] = c.act + static_cast<size_t>(t0 + t) * c.a_stride;
       as[t] = reinterpret_cast<const float*>(a[t] + q8_s_offset(c.cols));
     }
-    float accm[R][T] = {};
 #if defined(SNAPKV_VNNI)
-    __m512 acc[R][T];
+    // Every (row, token) pair: y = hsum16_one(acc) + (accm[0] + accm[1]), whatever the tile.
+    const float* tab = f16_f32_table();
+    if constexpr (T == 1 && R == 16) {  // the decode tile: rows one by one, reduced together
+      __m512 sums[16];
+      alignas(64) float mins[16];
+      for (int r = 0; r < R; ++r) {
+        if (c.prefetch_rows > 0 && r0 + r + c.prefetch_rows < c.rows)
+          prefetch_l2(w[r] + static_cast<size_t>(c.prefetch_rows) * c.w_stride, c.w_stride);
+        const uint8_t* w1[1] = {w[r]};
+        __m512 acc[1][1] = {{_mm512_setzero_ps()}};
+        float accm[1][1][2] = {};
+        int64_t b = 0;
+        for (; b + 2 <= nb; b += 2) step<1, 1, true>(w1, a, as, b, acc, accm, tab);
+        if (b < nb) step<1, 1, false>(w1, a, as, b, acc, accm, tab);
+        sums[r] = acc[0][0];
+        mins[r] = accm[0][0][0] + accm[0][0][1];
+      }
+      _mm512_storeu_ps(c.y + t0 * c.y_stride + r0, _mm512_add_ps(hsum16(sums), _mm512_load_ps(mins)));
+    } else {
+      static_assert(R <= 4, "AVX-512 tiles of more than 4 rows are the 16-row decode tile only");
+      float accm[R][T][2] = {};  // the min terms of even / odd blocks: two short chains, not one long one
+      __m512 acc[R][T];
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r)
+      for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
-    int64_t b = 0;
-    for (; b + 2 <= nb; b += 2) step<R, T, true>(w, a, as, b, acc, accm);
-    if (b < nb) step<R, T, false>(w, a, as, b, acc, accm);
+        for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+      int64_t b = 0;
+      for (; b + 2 <= nb; b += 2) step<R, T, true>(w, a, as, b, acc, accm, tab);
+      if (b < nb) step<R, T, false>(w, a, as, b, acc, accm, tab);
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r)
+      for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) c.y[(t0 + t) * c.y_stride + r0 + r] = _mm512_reduce_add_ps(acc[r][t]) + accm[r][t];
+        for (int t = 0; t < T; ++t)
+          c.y[(t0 + t) * c.y_stride + r0 + r] = hsum16_one(acc[r][t]) + (accm[r][t][0] + accm[r][t][1]);
+    }
 #elif defined(SNAPKV_AVX2)
+    float accm[R][T] = {};
     __m256 acc[R][T];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r)
@@ -291,6 +318,7 @@ struct KLegacy {
       for (int t = 0; t < T; ++t) c.y[(t0 + t) * c.y_stride + r0 + r] = hsum(acc[r][t]) + accm[r][t];
 #else
     float acc[R][T] = {};
+    float accm[R][T] = {};
     for (int64_t b = 0; b < nb; ++b) {
       for (int r = 0; r < R; ++r) {
         const uint8_t* blk = w[r] + b * U::kBytes;
