@@ -107,8 +107,9 @@ void tiles_loop_rt(const TileCtx& c0, int64_t rows, int64_t n_tokens) {
 
 /// tiles_loop_rt with K's tile shape for n_tokens. K provides kR, kT, kRDecode and
 /// template<int R, int T> tile(ctx, r0, t0). With a single token the rows are walked kRDecode
-/// at a time (1: the weights are read as one sequential stream, which the hardware prefetchers
-/// follow much better than several interleaved row streams).
+/// at a time; such a tile must read its rows one after another (one sequential stream, which the
+/// hardware prefetchers follow much better than several interleaved row streams): kRDecode 1, or
+/// the legacy types' 16-row tile that only shares the final reduction.
 template <class K>
 void tiles_loop(const TileCtx& c, int64_t rows, int64_t n_tokens) {
   if (n_tokens == 1) {
