@@ -169,6 +169,8 @@ struct KLegacy {
   static constexpr int kRDecode = 1;
 #endif
   static constexpr bool kPrefetchRows = true;  ///< tiling.h asks for the weight rows ahead
+  /// The 16-row decode tile asks for its rows itself (TileCtx::prefetch_rows), not tiling.h.
+  static constexpr bool kDecodeTilePrefetches = true;
 
   /// The `offset` quantize_q8_row must fold into corr for this kernel.
   static constexpr int act_offset() {

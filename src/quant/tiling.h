@@ -74,9 +74,10 @@ void tiles_loop_rt(const TileCtx& c0, int64_t rows, int64_t n_tokens) {
 
   // Kernels whose rows cost more to compute than to load (K::kPrefetchRows) ask for the rows
   // ~4 KiB ahead of each tile: without it loads and compute hardly overlap (quant/prefetch.h).
-  // A decode tile of several rows (T == 1, R > 1) walks them one by one and asks for each row
-  // itself (TileCtx::prefetch_rows): one request of R rows at once slowed the stream by ~25 %.
-  constexpr bool kTilePrefetch = T == 1 && R > 1;
+  // A decode tile of several rows (T == 1, R > 1) of a kernel that says so
+  // (K::kDecodeTilePrefetches) walks them one by one and asks for each row itself
+  // (TileCtx::prefetch_rows): one request of R rows at once slowed the stream by ~25 %.
+  constexpr bool kTilePrefetch = T == 1 && R > 1 && requires { requires K::kDecodeTilePrefetches; };
   const int64_t ahead =
       K::kPrefetchRows && c.w_stride > 0 && matmul_prefetch()
           ? std::max<int64_t>(kTilePrefetch ? 1 : R,

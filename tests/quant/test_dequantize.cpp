@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "core/fp16.h"
 #include "core/thread_context.h"
+#include "quant/blocks.h"
 #include "quant/quant.h"
 #include "quant_test_util.h"
 #include "snapkv/error.h"
@@ -150,6 +152,17 @@ TEST(Fp16Rows, MatchScalarConversionsIncludingSpecials) {
   for (int i = 0; i < 65536; ++i) {
     if ((i & 0x7c00) == 0x7c00 && (i & 0x3ff) != 0) continue;  // NaN payloads may be quieted
     ASSERT_EQ(again[i], i) << "half 0x" << std::hex << i;
+  }
+}
+
+// The decode kernels' scale table (quant/blocks.h) is exactly fp16_to_fp32 for every half,
+// NaN payloads, subnormals and -0 included.
+TEST(Fp16Table, EqualsConversionForEveryHalf) {
+  const float* tab = quant::f16_f32_table();
+  ASSERT_EQ(tab, quant::f16_f32_table());  // built once
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float want = fp16_to_fp32(static_cast<uint16_t>(h));
+    ASSERT_EQ(0, std::memcmp(&tab[h], &want, sizeof(float))) << "half 0x" << std::hex << h;
   }
 }
 

@@ -152,14 +152,16 @@ TEST_P(MatmulTest, DecodeAndBatchesAgree) {
   const auto y5 = run(shift, 5);    // decode-style kernel
   for (int64_t k = 0; k < 17; ++k) {
     for (int64_t r = 0; r < rows; ++r) {
-      ASSERT_EQ(y17[k * rows + r], y40[(k + shift) * rows + r]) << "token position changed the result, k=" << k;
+      ASSERT_EQ(0, std::memcmp(&y17[k * rows + r], &y40[(k + shift) * rows + r], sizeof(float)))
+          << "token position changed the result, k=" << k;
     }
   }
   std::vector<double> wd_abs_max(static_cast<size_t>(rows));
   for (int64_t tok = 0; tok < 5; ++tok) {
     const auto y1 = run(shift + tok, 1);
     for (int64_t r = 0; r < rows; ++r) {
-      ASSERT_EQ(y1[r], y5[tok * rows + r]) << "decode vs 5-token batch, t=" << tok << " r=" << r;
+      ASSERT_EQ(0, std::memcmp(&y1[r], &y5[tok * rows + r], sizeof(float)))  // bitwise, -0 included
+          << "decode vs 5-token batch, t=" << tok << " r=" << r;
       const auto w = qtest::ref_row(t, data.data(), cols, r);
       const auto ref = reference(t, w, data.data() + r * row_bytes, X.data() + (shift + tok) * cols, cols);
       // Both kernel families are within ref.tol_b of the simulated ggml value.
