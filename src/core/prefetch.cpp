@@ -12,7 +12,7 @@ bool software_prefetch_enabled(const char* env) {
     if (std::strcmp(e, "0") == 0) return false;
   }
 #if defined(__x86_64__) || defined(__i386__)
-  return __builtin_cpu_is("intel") != 0;
+  return __builtin_cpu_is("intel") != 0 || __builtin_cpu_is("amd") != 0;
 #else
   return false;
 #endif

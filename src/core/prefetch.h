@@ -28,10 +28,10 @@ inline void prefetch_l2(const void* p, size_t n) {
 }
 
 /// Whether software prefetch is on when its switch (SNAPKV_DECODE_PREFETCH,
-/// SNAPKV_MATMUL_PREFETCH) is unset: on Intel CPUs, where it was measured faster
-/// (docs/benchmarks.md); off elsewhere (not measured there; an earlier decode prefetch was 1.5-2x
-/// slower on a host whose CPU was not recorded, and this VM has also run on AMD Zen 4).
-/// `env`: the switch's name; "1" / "0" force it on / off, any other value means the default.
+/// SNAPKV_MATMUL_PREFETCH) is unset: on Intel and AMD CPUs, where both were measured faster end to
+/// end (docs/benchmarks.md: the Intel Xeon host, and "Software prefetch on AMD Zen 4"); off
+/// elsewhere (not measured). `env`: the switch's name; "1" / "0" force it on / off, any other
+/// value means the default.
 bool software_prefetch_enabled(const char* env);
 
 }  // namespace snapkv
