@@ -9,21 +9,11 @@
 #include <utility>
 
 #include "core/kv_rows.h"
+#include "kv/row_buffer.h"
 #include "quant/quant.h"
 #include "snapkv/error.h"
 
 namespace snapkv {
-
-namespace {
-
-constexpr std::align_val_t kAlign{64};
-
-void* alloc_bytes(size_t n) { return n ? ::operator new(n, kAlign) : nullptr; }
-void free_bytes(void* p) {
-  if (p) ::operator delete(p, kAlign);
-}
-
-}  // namespace
 
 KVHeadCache::KVHeadCache(KVType k_type, KVType v_type, int head_dim)
     : k_type_(k_type), v_type_(v_type), head_dim_(head_dim) {
@@ -51,7 +41,10 @@ KVHeadCache::KVHeadCache(KVHeadCache&& o) noexcept
       cap_(std::exchange(o.cap_, 0)),
       pos_(std::exchange(o.pos_, nullptr)),
       k_(std::exchange(o.k_, nullptr)),
-      v_(std::exchange(o.v_, nullptr)) {}
+      v_(std::exchange(o.v_, nullptr)),
+      pos_bytes_(std::exchange(o.pos_bytes_, 0)),
+      k_bytes_(std::exchange(o.k_bytes_, 0)),
+      v_bytes_(std::exchange(o.v_bytes_, 0)) {}
 
 KVHeadCache& KVHeadCache::operator=(KVHeadCache&& o) noexcept {
   if (this != &o) {
@@ -66,6 +59,9 @@ KVHeadCache& KVHeadCache::operator=(KVHeadCache&& o) noexcept {
     pos_ = std::exchange(o.pos_, nullptr);
     k_ = std::exchange(o.k_, nullptr);
     v_ = std::exchange(o.v_, nullptr);
+    pos_bytes_ = std::exchange(o.pos_bytes_, 0);
+    k_bytes_ = std::exchange(o.k_bytes_, 0);
+    v_bytes_ = std::exchange(o.v_bytes_, 0);
   }
   return *this;
 }
@@ -86,20 +82,20 @@ void KVHeadCache::value_row(int64_t i, float* out) const {
 }
 
 void KVHeadCache::reallocate(int64_t new_cap) {
-  auto* np = static_cast<int32_t*>(alloc_bytes(static_cast<size_t>(new_cap) * sizeof(int32_t)));
-  void* nk = alloc_bytes(static_cast<size_t>(new_cap) * k_rb_);
-  void* nv = alloc_bytes(static_cast<size_t>(new_cap) * v_rb_);
-  if (n_ > 0) {
-    std::memcpy(np, pos_, static_cast<size_t>(n_) * sizeof(int32_t));
-    std::memcpy(nk, k_, static_cast<size_t>(n_) * k_rb_);
-    std::memcpy(nv, v_, static_cast<size_t>(n_) * v_rb_);
-  }
-  free_bytes(pos_);
-  free_bytes(k_);
-  free_bytes(v_);
-  pos_ = np;
-  k_ = nk;
-  v_ = nv;
+  // Each buffer records its own size as soon as it changed, so a later throw leaves every buffer
+  // releasable; cap_ (the entries all three hold) changes only once all three did.
+  const auto cap = static_cast<size_t>(new_cap);
+  const auto keep = static_cast<size_t>(std::min(n_, new_cap));
+  auto resize = [&](void*& p, size_t& bytes, size_t row_bytes) {
+    if (bytes == cap * row_bytes) return;
+    p = kvbuf::resize(p, bytes, cap * row_bytes, keep * row_bytes);
+    bytes = cap * row_bytes;
+  };
+  void* pos = pos_;
+  resize(pos, pos_bytes_, sizeof(int32_t));
+  pos_ = static_cast<int32_t*>(pos);
+  resize(k_, k_bytes_, k_rb_);
+  resize(v_, v_bytes_, v_rb_);
   cap_ = new_cap;
 }
 
@@ -142,27 +138,22 @@ void KVHeadCache::keep(std::span<const int32_t> indices) {
       throw Error(fmt::format("KV cache: keep(): index {} is not ascending/unique or out of range (size {})", i, n_));
     prev = i;
   }
+  // Compacted in place (entry indices[j] moves down to j, ascending, so nothing is overwritten
+  // before it is read), then the buffers shrink to exactly the kept entries: the evicted ones are
+  // released, and large buffers shrink without a copy (kv/row_buffer.h).
   const int64_t m = static_cast<int64_t>(indices.size());
-  auto* np = static_cast<int32_t*>(alloc_bytes(static_cast<size_t>(m) * sizeof(int32_t)));
-  auto* nk = static_cast<uint8_t*>(alloc_bytes(static_cast<size_t>(m) * k_rb_));
-  auto* nv = static_cast<uint8_t*>(alloc_bytes(static_cast<size_t>(m) * v_rb_));
-  const auto* ok = static_cast<const uint8_t*>(k_);
-  const auto* ov = static_cast<const uint8_t*>(v_);
+  auto* k = static_cast<uint8_t*>(k_);
+  auto* v = static_cast<uint8_t*>(v_);
   for (int64_t j = 0; j < m; ++j) {
     const auto i = static_cast<size_t>(indices[static_cast<size_t>(j)]);
     const auto jj = static_cast<size_t>(j);
-    np[j] = pos_[i];
-    std::memcpy(nk + jj * k_rb_, ok + i * k_rb_, k_rb_);
-    std::memcpy(nv + jj * v_rb_, ov + i * v_rb_, v_rb_);
+    if (i == jj) continue;
+    pos_[j] = pos_[i];
+    std::memcpy(k + jj * k_rb_, k + i * k_rb_, k_rb_);
+    std::memcpy(v + jj * v_rb_, v + i * v_rb_, v_rb_);
   }
-  free_bytes(pos_);
-  free_bytes(k_);
-  free_bytes(v_);
-  pos_ = np;
-  k_ = nk;
-  v_ = nv;
   n_ = m;
-  cap_ = m;
+  reallocate(m);
 }
 
 void KVHeadCache::assign(int64_t n, const int32_t* pos, const void* k, const void* v) {
@@ -203,11 +194,12 @@ void KVHeadCache::drop_front(int64_t count) {
 }
 
 void KVHeadCache::clear() {
-  free_bytes(pos_);
-  free_bytes(k_);
-  free_bytes(v_);
+  kvbuf::release(pos_, pos_bytes_);
+  kvbuf::release(k_, k_bytes_);
+  kvbuf::release(v_, v_bytes_);
   pos_ = nullptr;
   k_ = v_ = nullptr;
+  pos_bytes_ = k_bytes_ = v_bytes_ = 0;
   n_ = cap_ = 0;
 }
 

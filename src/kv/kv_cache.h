@@ -22,7 +22,9 @@ namespace snapkv {
 /// positions).
 /// Capacity is managed explicitly: reserve() allocates exactly the requested entries; append()
 /// past the capacity grows by `kGrowEntries` (never doubling), so decoding allocates once every
-/// kGrowEntries tokens, not per token.
+/// kGrowEntries tokens, not per token. Buffers of 64 KiB and more are memory mappings that grow
+/// and shrink without copying their rows (kv/row_buffer.h): growing a 16K-token cache costs page
+/// table updates, not a pass over its bytes.
 class KVHeadCache {
  public:
   static constexpr int64_t kGrowEntries = 128;
@@ -102,6 +104,9 @@ class KVHeadCache {
   int32_t* pos_ = nullptr;
   void* k_ = nullptr;
   void* v_ = nullptr;
+  size_t pos_bytes_ = 0;  ///< bytes allocated for pos_, k_, v_ (kv/row_buffer.h; >= cap_ rows each)
+  size_t k_bytes_ = 0;
+  size_t v_bytes_ = 0;
 };
 
 /// The caches of one layer: one KVHeadCache per KV head. `window` > 0 marks a sliding-window

@@ -157,6 +157,69 @@ TEST(KVHeadCache, KeepCompactsAndReleases) {
   }
 }
 
+TEST(KVHeadCache, LargeBuffersGrowKeepCloneAndAssignExactly) {
+  // Rows of 256 f32 (1 KiB): from 64 entries on the buffers are memory mappings resized by mremap
+  // (kv/row_buffer.h), not copies; every operation must still give exactly the rows it gave
+  // before, F32 (bit for bit what was appended) and F16 (the rounded rows).
+  for (const KVType t : {KVType::F32, KVType::F16}) {
+    const int hd = 256;
+    const int64_t n = 3000;
+    const auto k = rows(n, hd, 1.0f), v = rows(n, hd, 7.0f);
+    std::vector<int32_t> pos(static_cast<size_t>(n));
+    std::iota(pos.begin(), pos.end(), 0);
+    KVHeadCache ref(t, hd);  // one exact reservation: never resized
+    ref.reserve(n);
+    ref.append(n, pos.data(), k.data(), hd, v.data(), hd);
+    KVHeadCache h(t, hd);  // grown one entry at a time, kGrowEntries per resize
+    for (int64_t i = 0; i < n; ++i) h.append(1, pos.data() + i, k.data() + i * hd, hd, v.data() + i * hd, hd);
+    auto expect_rows = [&](const KVHeadCache& c, const std::vector<int64_t>& from) {
+      ASSERT_EQ(c.size(), static_cast<int64_t>(from.size()));
+      std::vector<float> got(hd), want(hd);
+      for (size_t i = 0; i < from.size(); ++i) {
+        ASSERT_EQ(c.positions()[i], pos[static_cast<size_t>(from[i])]);
+        c.key_row(static_cast<int64_t>(i), got.data());
+        ref.key_row(from[i], want.data());
+        ASSERT_EQ(got, want) << "key " << i;
+        c.value_row(static_cast<int64_t>(i), got.data());
+        ref.value_row(from[i], want.data());
+        ASSERT_EQ(got, want) << "value " << i;
+      }
+    };
+    std::vector<int64_t> all(static_cast<size_t>(n));
+    std::iota(all.begin(), all.end(), 0);
+    expect_rows(h, all);
+    EXPECT_EQ(h.capacity(), 128 * ((n + 127) / 128));
+    const KVHeadCache c = h.clone();
+    expect_rows(c, all);
+    // Keep every third entry and the last 100: compacted in place, then shrunk to exactly that.
+    std::vector<int32_t> idx;
+    std::vector<int64_t> from;
+    for (int64_t i = 0; i < n; ++i)
+      if (i % 3 == 0 || i >= n - 100) {
+        idx.push_back(static_cast<int32_t>(i));
+        from.push_back(i);
+      }
+    h.keep(idx);
+    expect_rows(h, from);
+    EXPECT_EQ(h.capacity(), static_cast<int64_t>(idx.size()));
+    EXPECT_EQ(h.capacity_bytes(), h.bytes());
+    // Down to a heap-sized buffer (under 64 KiB), then grown back past it.
+    const std::vector<int32_t> few{0, 5, 7};
+    h.keep(few);
+    expect_rows(h, {0, 15, 21});
+    h.append(200, pos.data() + 2800, k.data() + 2800 * hd, hd, v.data() + 2800 * hd, hd);
+    std::vector<int64_t> grown{0, 15, 21};
+    for (int64_t i = 2800; i < 3000; ++i) grown.push_back(i);
+    expect_rows(h, grown);
+    KVHeadCache r(t, hd);
+    r.assign(c.size(), c.pos_data(), c.k_data(), c.v_data());
+    expect_rows(r, all);
+    r.clear();
+    EXPECT_EQ(r.capacity(), 0);
+    EXPECT_EQ(r.k_data(), nullptr);
+  }
+}
+
 TEST(KVHeadCache, DropFrontAndClear) {
   KVHeadCache h(KVType::F32, 2);
   const auto k = rows(6, 2, 0.0f);
