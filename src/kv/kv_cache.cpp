@@ -39,12 +39,9 @@ KVHeadCache::KVHeadCache(KVHeadCache&& o) noexcept
       head_dim_(o.head_dim_),
       n_(std::exchange(o.n_, 0)),
       cap_(std::exchange(o.cap_, 0)),
-      pos_(std::exchange(o.pos_, nullptr)),
-      k_(std::exchange(o.k_, nullptr)),
-      v_(std::exchange(o.v_, nullptr)),
-      pos_bytes_(std::exchange(o.pos_bytes_, 0)),
-      k_bytes_(std::exchange(o.k_bytes_, 0)),
-      v_bytes_(std::exchange(o.v_bytes_, 0)) {}
+      pos_(std::exchange(o.pos_, {})),
+      k_(std::exchange(o.k_, {})),
+      v_(std::exchange(o.v_, {})) {}
 
 KVHeadCache& KVHeadCache::operator=(KVHeadCache&& o) noexcept {
   if (this != &o) {
@@ -56,20 +53,17 @@ KVHeadCache& KVHeadCache::operator=(KVHeadCache&& o) noexcept {
     head_dim_ = o.head_dim_;
     n_ = std::exchange(o.n_, 0);
     cap_ = std::exchange(o.cap_, 0);
-    pos_ = std::exchange(o.pos_, nullptr);
-    k_ = std::exchange(o.k_, nullptr);
-    v_ = std::exchange(o.v_, nullptr);
-    pos_bytes_ = std::exchange(o.pos_bytes_, 0);
-    k_bytes_ = std::exchange(o.k_bytes_, 0);
-    v_bytes_ = std::exchange(o.v_bytes_, 0);
+    pos_ = std::exchange(o.pos_, {});
+    k_ = std::exchange(o.k_, {});
+    v_ = std::exchange(o.v_, {});
   }
   return *this;
 }
 
 KVHeadCache::~KVHeadCache() { clear(); }
 
-RowsView KVHeadCache::keys() const { return RowsView{k_, k_type_, n_, head_dim_}; }
-RowsView KVHeadCache::values() const { return RowsView{v_, v_type_, n_, head_dim_}; }
+RowsView KVHeadCache::keys() const { return RowsView{k_.p, k_type_, n_, head_dim_}; }
+RowsView KVHeadCache::values() const { return RowsView{v_.p, v_type_, n_, head_dim_}; }
 
 void KVHeadCache::key_row(int64_t i, float* out) const {
   if (i < 0 || i >= n_) throw Error(fmt::format("KV cache: key row {} out of range (size {})", i, n_));
@@ -82,20 +76,15 @@ void KVHeadCache::value_row(int64_t i, float* out) const {
 }
 
 void KVHeadCache::reallocate(int64_t new_cap) {
-  // Each buffer records its own size as soon as it changed, so a later throw leaves every buffer
-  // releasable; cap_ (the entries all three hold) changes only once all three did.
+  // Each buffer is resized whole or not at all (kvbuf::resize), so a throw leaves every buffer
+  // valid. cap_ stays at most what all three hold: a shrink lowers it first, a growth raises it
+  // once all three have grown.
   const auto cap = static_cast<size_t>(new_cap);
   const auto keep = static_cast<size_t>(std::min(n_, new_cap));
-  auto resize = [&](void*& p, size_t& bytes, size_t row_bytes) {
-    if (bytes == cap * row_bytes) return;
-    p = kvbuf::resize(p, bytes, cap * row_bytes, keep * row_bytes);
-    bytes = cap * row_bytes;
-  };
-  void* pos = pos_;
-  resize(pos, pos_bytes_, sizeof(int32_t));
-  pos_ = static_cast<int32_t*>(pos);
-  resize(k_, k_bytes_, k_rb_);
-  resize(v_, v_bytes_, v_rb_);
+  if (new_cap < cap_) cap_ = new_cap;
+  kvbuf::resize(pos_, cap * sizeof(int32_t), keep * sizeof(int32_t));
+  kvbuf::resize(k_, cap * k_rb_, keep * k_rb_);
+  kvbuf::resize(v_, cap * v_rb_, keep * v_rb_);
   cap_ = new_cap;
 }
 
@@ -106,14 +95,14 @@ void KVHeadCache::reserve(int64_t n) {
 void KVHeadCache::append(int64_t count, const int32_t* pos, const float* k, int64_t k_stride, const float* v,
                          int64_t v_stride) {
   if (count <= 0) return;
-  int32_t last = n_ > 0 ? pos_[n_ - 1] : -1;
+  int32_t last = n_ > 0 ? this->pos()[n_ - 1] : -1;
   for (int64_t i = 0; i < count; ++i) {
     if (pos[i] <= last)
       throw Error(fmt::format("KV cache: appended position {} is not after the last stored position {}", pos[i], last));
     last = pos[i];
   }
   if (n_ + count > cap_) reallocate(n_ + std::max(count, kGrowEntries));
-  std::memcpy(pos_ + n_, pos, static_cast<size_t>(count) * sizeof(int32_t));
+  std::memcpy(this->pos() + n_, pos, static_cast<size_t>(count) * sizeof(int32_t));
   // One row of type t at dst from the f32 row x.
   auto store = [this](KVType t, const float* x, void* dst) {
     if (t == KVType::F16)
@@ -125,8 +114,8 @@ void KVHeadCache::append(int64_t count, const int32_t* pos, const float* k, int6
   };
   for (int64_t i = 0; i < count; ++i) {
     const auto r = static_cast<size_t>(n_ + i);
-    store(k_type_, k + i * k_stride, static_cast<uint8_t*>(k_) + r * k_rb_);
-    store(v_type_, v + i * v_stride, static_cast<uint8_t*>(v_) + r * v_rb_);
+    store(k_type_, k + i * k_stride, k_rows() + r * k_rb_);
+    store(v_type_, v + i * v_stride, v_rows() + r * v_rb_);
   }
   n_ += count;
 }
@@ -142,13 +131,14 @@ void KVHeadCache::keep(std::span<const int32_t> indices) {
   // before it is read), then the buffers shrink to exactly the kept entries: the evicted ones are
   // released, and large buffers shrink without a copy (kv/row_buffer.h).
   const int64_t m = static_cast<int64_t>(indices.size());
-  auto* k = static_cast<uint8_t*>(k_);
-  auto* v = static_cast<uint8_t*>(v_);
+  int32_t* p = pos();
+  uint8_t* k = k_rows();
+  uint8_t* v = v_rows();
   for (int64_t j = 0; j < m; ++j) {
     const auto i = static_cast<size_t>(indices[static_cast<size_t>(j)]);
     const auto jj = static_cast<size_t>(j);
     if (i == jj) continue;
-    pos_[j] = pos_[i];
+    p[j] = p[i];
     std::memcpy(k + jj * k_rb_, k + i * k_rb_, k_rb_);
     std::memcpy(v + jj * v_rb_, v + i * v_rb_, v_rb_);
   }
@@ -164,9 +154,9 @@ void KVHeadCache::assign(int64_t n, const int32_t* pos, const void* k, const voi
   clear();
   if (n == 0) return;
   reallocate(n);
-  std::memcpy(pos_, pos, static_cast<size_t>(n) * sizeof(int32_t));
-  std::memcpy(k_, k, static_cast<size_t>(n) * k_rb_);
-  std::memcpy(v_, v, static_cast<size_t>(n) * v_rb_);
+  std::memcpy(this->pos(), pos, static_cast<size_t>(n) * sizeof(int32_t));
+  std::memcpy(k_rows(), k, static_cast<size_t>(n) * k_rb_);
+  std::memcpy(v_rows(), v, static_cast<size_t>(n) * v_rb_);
   n_ = n;
 }
 
@@ -174,9 +164,9 @@ KVHeadCache KVHeadCache::clone() const {
   KVHeadCache c(k_type_, v_type_, head_dim_);
   if (n_ > 0) {
     c.reallocate(n_);
-    std::memcpy(c.pos_, pos_, static_cast<size_t>(n_) * sizeof(int32_t));
-    std::memcpy(c.k_, k_, static_cast<size_t>(n_) * k_rb_);
-    std::memcpy(c.v_, v_, static_cast<size_t>(n_) * v_rb_);
+    std::memcpy(c.pos(), pos(), static_cast<size_t>(n_) * sizeof(int32_t));
+    std::memcpy(c.k_rows(), k_rows(), static_cast<size_t>(n_) * k_rb_);
+    std::memcpy(c.v_rows(), v_rows(), static_cast<size_t>(n_) * v_rb_);
     c.n_ = n_;
   }
   return c;
@@ -187,19 +177,16 @@ void KVHeadCache::drop_front(int64_t count) {
   if (count > n_) throw Error(fmt::format("KV cache: drop_front({}) of only {} entries", count, n_));
   const auto rest = static_cast<size_t>(n_ - count);
   const auto c = static_cast<size_t>(count);
-  std::memmove(pos_, pos_ + count, rest * sizeof(int32_t));
-  std::memmove(k_, static_cast<uint8_t*>(k_) + c * k_rb_, rest * k_rb_);
-  std::memmove(v_, static_cast<uint8_t*>(v_) + c * v_rb_, rest * v_rb_);
+  std::memmove(pos(), pos() + count, rest * sizeof(int32_t));
+  std::memmove(k_rows(), k_rows() + c * k_rb_, rest * k_rb_);
+  std::memmove(v_rows(), v_rows() + c * v_rb_, rest * v_rb_);
   n_ -= count;
 }
 
 void KVHeadCache::clear() {
-  kvbuf::release(pos_, pos_bytes_);
-  kvbuf::release(k_, k_bytes_);
-  kvbuf::release(v_, v_bytes_);
-  pos_ = nullptr;
-  k_ = v_ = nullptr;
-  pos_bytes_ = k_bytes_ = v_bytes_ = 0;
+  kvbuf::release(pos_);
+  kvbuf::release(k_);
+  kvbuf::release(v_);
   n_ = cap_ = 0;
 }
 

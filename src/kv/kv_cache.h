@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/rows_view.h"
+#include "kv/row_buffer.h"
 
 namespace snapkv {
 
@@ -22,7 +23,7 @@ namespace snapkv {
 /// positions).
 /// Capacity is managed explicitly: reserve() allocates exactly the requested entries; append()
 /// past the capacity grows by `kGrowEntries` (never doubling), so decoding allocates once every
-/// kGrowEntries tokens, not per token. Buffers of 64 KiB and more are memory mappings that grow
+/// kGrowEntries tokens, not per token. Buffers of 256 KiB and more are memory mappings that grow
 /// and shrink without copying their rows (kv/row_buffer.h): growing a 16K-token cache costs page
 /// table updates, not a pass over its bytes.
 class KVHeadCache {
@@ -48,12 +49,12 @@ class KVHeadCache {
   bool empty() const { return n_ == 0; }
 
   /// Original positions of the entries, ascending.
-  std::span<const int32_t> positions() const { return {pos_, static_cast<size_t>(n_)}; }
-  const int32_t* pos_data() const { return pos_; }
+  std::span<const int32_t> positions() const { return {pos(), static_cast<size_t>(n_)}; }
+  const int32_t* pos_data() const { return pos(); }
   /// Raw rows: uint16_t (F16), float (F32) or Q8_0 / Q4_0 blocks, [size() x k_row_bytes()] and
   /// [size() x v_row_bytes()], contiguous.
-  const void* k_data() const { return k_; }
-  const void* v_data() const { return v_; }
+  const void* k_data() const { return k_.p; }
+  const void* v_data() const { return v_.p; }
   /// Views for presses (valid until the next mutation).
   RowsView keys() const;
   RowsView values() const;
@@ -101,12 +102,13 @@ class KVHeadCache {
   int head_dim_;
   int64_t n_ = 0;
   int64_t cap_ = 0;
-  int32_t* pos_ = nullptr;
-  void* k_ = nullptr;
-  void* v_ = nullptr;
-  size_t pos_bytes_ = 0;  ///< bytes allocated for pos_, k_, v_ (kv/row_buffer.h; >= cap_ rows each)
-  size_t k_bytes_ = 0;
-  size_t v_bytes_ = 0;
+  // Positions (int32), key rows, value rows: each holds at least cap_ entries (kv/row_buffer.h).
+  kvbuf::Buffer pos_;
+  kvbuf::Buffer k_;
+  kvbuf::Buffer v_;
+  int32_t* pos() const { return static_cast<int32_t*>(pos_.p); }
+  uint8_t* k_rows() const { return static_cast<uint8_t*>(k_.p); }
+  uint8_t* v_rows() const { return static_cast<uint8_t*>(v_.p); }
 };
 
 /// The caches of one layer: one KVHeadCache per KV head. `window` > 0 marks a sliding-window

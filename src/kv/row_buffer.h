@@ -4,32 +4,57 @@
 // A KV head's K and V rows must be contiguous (the attention kernels stream them), and the cache
 // holds exactly what it needs (it grows by a fixed number of entries and shrinks to exactly what a
 // press keeps), so a buffer changes size many times. Copying it each time costs as much as
-// reading the whole cache: at 16K tokens of a SmolLM2-shaped model, 376 MB per decode step that
-// grows the cache (the first step after prefill, then every KVHeadCache::kGrowEntries steps).
+// reading the whole cache: at 16K tokens of a SmolLM2-shaped model, 376 MB in the decode step
+// that grows the cache (the first step after prefill, then every KVHeadCache::kGrowEntries steps).
 // Buffers of at least kMapBytes are therefore their own anonymous memory mappings, resized with
 // mremap(2) on Linux: the kernel moves page tables, the rows stay where they are in physical
-// memory. Smaller buffers come from the heap (64-byte aligned) and are copied.
+// memory. Smaller buffers come from the heap (64-byte aligned) and are copied, as is any buffer
+// the kernel refuses to map or that would take the process's buffer mappings past a quarter of
+// vm.max_map_count (65,530 by default): the heap serves it instead. The threshold also bounds
+// the mappings to (KV bytes) / 256 KiB. AddressSanitizer builds map nothing, so that every KV
+// buffer keeps ASan's redzones (the Release tests run the mapped path).
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace snapkv::kvbuf {
 
-/// Buffers of this many bytes or more are memory mappings (a multiple of the page size is
-/// reserved; the slack, under one page, is not counted by the cache's byte totals).
-inline constexpr size_t kMapBytes = size_t{64} << 10;
+/// Buffers of this many bytes or more are memory mappings (whole pages are reserved; the slack,
+/// under one page, is not counted by the cache's byte totals).
+inline constexpr size_t kMapBytes = size_t{256} << 10;
 
-/// A buffer of `bytes` bytes (uninitialized; 64-byte aligned), or nullptr for 0. Throws
-/// std::bad_alloc when the memory cannot be had.
-void* allocate(size_t bytes);
+/// False in AddressSanitizer builds (see the file comment): every buffer is then heap memory.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kMapsLargeBuffers = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool kMapsLargeBuffers = false;
+#else
+inline constexpr bool kMapsLargeBuffers = true;
+#endif
+#else
+inline constexpr bool kMapsLargeBuffers = true;
+#endif
 
-/// Frees a buffer that allocate() or resize() returned for exactly `bytes` bytes (null: nothing).
-void release(void* p, size_t bytes) noexcept;
+/// One buffer: `bytes` usable bytes at p (64-byte aligned; null when bytes is 0), a memory
+/// mapping when `mapped`, else heap memory.
+struct Buffer {
+  void* p = nullptr;
+  size_t bytes = 0;
+  bool mapped = false;
+};
 
-/// Makes p (a buffer of old_bytes bytes, or null with old_bytes 0) a buffer of new_bytes bytes
-/// whose first keep_bytes bytes (<= both sizes) are p's. Returns the new buffer (p itself may be
-/// reused or moved; it is invalid afterwards) or nullptr for new_bytes 0. Two mappings on Linux:
-/// mremap, no copy. Throws std::bad_alloc, leaving p as it was, when memory cannot be had.
-void* resize(void* p, size_t old_bytes, size_t new_bytes, size_t keep_bytes);
+/// Makes b (empty, or a buffer these functions made) hold new_bytes bytes whose first keep_bytes
+/// bytes (<= both sizes) are b's; the new bytes are uninitialized, and new_bytes 0 frees it.
+/// Two mappings on Linux: mremap, no copy. Throws std::bad_alloc, leaving b as it was, when
+/// memory cannot be had.
+void resize(Buffer& b, size_t new_bytes, size_t keep_bytes);
+
+/// Frees b and leaves it empty.
+void release(Buffer& b) noexcept;
+
+/// Buffers of this process that are memory mappings now (for tests and diagnostics).
+int64_t live_mappings();
 
 }  // namespace snapkv::kvbuf

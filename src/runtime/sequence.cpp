@@ -325,7 +325,9 @@ size_t Sequence::constant_bytes() const {
   const size_t n_heads = n_layer * static_cast<size_t>(st.cache.n_head_kv());
   b += n_layer * sizeof(KVLayerCache) + kBlockOverhead;           // the layer records
   b += n_heads * sizeof(KVHeadCache) + n_layer * kBlockOverhead;  // the head records
-  b += n_heads * 3 * kBlockOverhead;                              // pos/K/V blocks of each head
+  // pos/K/V blocks of each head (a buffer of 256 KiB or more is a memory mapping instead, whose
+  // unused tail of under one page is not counted: kv/row_buffer.h)
+  b += n_heads * 3 * kBlockOverhead;
   b += st.stats.kept_tokens_per_layer.capacity() * sizeof(double) + kBlockOverhead;
   // Held only until they are used: the prefill logits until the first decoded token, the
   // retained window queries until compress().

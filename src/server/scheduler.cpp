@@ -186,7 +186,9 @@ void Scheduler::finish(Running& r, std::string reason, int error_status, std::st
 }
 
 // glibc keeps freed memory in its arenas, resident, until malloc_trim: a finished request's KV
-// cache, and the full-length per-layer copies a compression frees (+2..+25% RSS, issue 7).
+// cache, and the full-length per-layer copies a compression frees (+2..+25% RSS, issue 7). (KV
+// buffers of 256 KiB or more are memory mappings, returned to the kernel when freed:
+// kv/row_buffer.h.)
 void Scheduler::begin_session(Running& r) {
   const Job& job = *r.job;
   const auto ctx = static_cast<size_t>(job.context_tokens);

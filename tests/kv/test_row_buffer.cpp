@@ -2,6 +2,7 @@
 // is on the heap or a memory mapping, and crossing between the two.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -27,45 +28,63 @@ bool holds(const void* p, size_t n) {
   return true;
 }
 
-TEST(RowBuffer, ZeroBytesIsNull) {
-  EXPECT_EQ(kvbuf::allocate(0), nullptr);
-  kvbuf::release(nullptr, 0);
-  kvbuf::release(nullptr, kvbuf::kMapBytes);
-  EXPECT_EQ(kvbuf::resize(nullptr, 0, 0, 0), nullptr);
+TEST(RowBuffer, EmptyAndZeroBytes) {
+  kvbuf::Buffer b;
+  kvbuf::release(b);  // an empty buffer: nothing to free
+  kvbuf::resize(b, 0, 0);
+  EXPECT_EQ(b.p, nullptr);
+  kvbuf::resize(b, kvbuf::kMapBytes, 0);
+  ASSERT_NE(b.p, nullptr);
+  kvbuf::resize(b, 0, 0);  // frees it
+  EXPECT_EQ(b.p, nullptr);
+  EXPECT_EQ(b.bytes, 0u);
+  EXPECT_FALSE(b.mapped);
 }
 
 TEST(RowBuffer, ResizeKeepsTheContentsAcrossHeapAndMappings) {
   const size_t M = kvbuf::kMapBytes;
-  // Heap -> heap -> mapping -> larger mapping (mremap) -> same pages -> smaller mapping -> heap
-  // -> nothing; each step keeps min(old, new) bytes and then refills the whole buffer.
+  // Heap -> heap -> mapping -> larger mapping (mremap) -> the same pages -> much larger -> smaller
+  // mapping -> heap -> nothing; each step keeps min(old, new) bytes and then refills the buffer.
   const std::vector<size_t> sizes{1000, M - 1, M, 3 * M + 5, 3 * M + 6, 64 * M + 1, 2 * M + 3, 100, 0};
+  kvbuf::Buffer b;
   size_t n = 4096;
-  void* p = kvbuf::allocate(n);
-  ASSERT_NE(p, nullptr);
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
-  fill(p, n);
+  kvbuf::resize(b, n, 0);
+  ASSERT_NE(b.p, nullptr);
+  fill(b.p, n);
   for (const size_t m : sizes) {
     const size_t keep = std::min(n, m);
-    p = kvbuf::resize(p, n, m, keep);
+    kvbuf::resize(b, m, keep);
+    EXPECT_EQ(b.bytes, m);
     if (m == 0) {
-      EXPECT_EQ(p, nullptr);
+      EXPECT_EQ(b.p, nullptr);
       break;
     }
-    ASSERT_NE(p, nullptr) << m;
-    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u) << m;
-    EXPECT_TRUE(holds(p, keep)) << n << " -> " << m << " bytes";
-    fill(p, m);  // every byte of the new size is writable
+    ASSERT_NE(b.p, nullptr) << m;
+    EXPECT_EQ(b.mapped, kvbuf::kMapsLargeBuffers && m >= M) << m;  // far from the mapping cap
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(b.p) % 64, 0u) << m;
+    EXPECT_TRUE(holds(b.p, keep)) << n << " -> " << m << " bytes";
+    fill(b.p, m);  // every byte of the new size is writable
     n = m;
   }
+  kvbuf::release(b);
 }
 
-TEST(RowBuffer, LargeAllocationIsWritableToItsLastByte) {
+TEST(RowBuffer, LargeBufferIsWritableToItsLastByte) {
   const size_t n = 5 * kvbuf::kMapBytes + 17;
-  void* p = kvbuf::allocate(n);
-  ASSERT_NE(p, nullptr);
-  fill(p, n);
-  EXPECT_TRUE(holds(p, n));
-  kvbuf::release(p, n);
+  const int64_t before = kvbuf::live_mappings();
+  kvbuf::Buffer b;
+  kvbuf::resize(b, n, 0);
+  ASSERT_NE(b.p, nullptr);
+  EXPECT_EQ(b.mapped, kvbuf::kMapsLargeBuffers);  // AddressSanitizer builds map nothing
+  EXPECT_EQ(kvbuf::live_mappings(), before + (b.mapped ? 1 : 0));
+  fill(b.p, n);
+  EXPECT_TRUE(holds(b.p, n));
+  kvbuf::resize(b, 2 * n, n);  // grown: still one mapping
+  EXPECT_TRUE(holds(b.p, n));
+  EXPECT_EQ(kvbuf::live_mappings(), before + (b.mapped ? 1 : 0));
+  kvbuf::release(b);
+  EXPECT_EQ(b.p, nullptr);
+  EXPECT_EQ(kvbuf::live_mappings(), before);
 }
 
 }  // namespace

@@ -158,9 +158,9 @@ TEST(KVHeadCache, KeepCompactsAndReleases) {
 }
 
 TEST(KVHeadCache, LargeBuffersGrowKeepCloneAndAssignExactly) {
-  // Rows of 256 f32 (1 KiB): from 64 entries on the buffers are memory mappings resized by mremap
-  // (kv/row_buffer.h), not copies; every operation must still give exactly the rows it gave
-  // before, F32 (bit for bit what was appended) and F16 (the rounded rows).
+  // Rows of 256 f32 (1 KiB) or f16: from 256 / 512 entries on the K and V buffers are memory
+  // mappings resized by mremap (kv/row_buffer.h), not copies; every operation must still give
+  // exactly the rows it gave before, F32 (bit for bit what was appended) and F16 (rounded rows).
   for (const KVType t : {KVType::F32, KVType::F16}) {
     const int hd = 256;
     const int64_t n = 3000;
@@ -203,13 +203,13 @@ TEST(KVHeadCache, LargeBuffersGrowKeepCloneAndAssignExactly) {
     expect_rows(h, from);
     EXPECT_EQ(h.capacity(), static_cast<int64_t>(idx.size()));
     EXPECT_EQ(h.capacity_bytes(), h.bytes());
-    // Down to a heap-sized buffer (under 64 KiB), then grown back past it.
+    // Down to heap-sized buffers (under 256 KiB), then grown back past that.
     const std::vector<int32_t> few{0, 5, 7};
     h.keep(few);
     expect_rows(h, {0, 15, 21});
-    h.append(200, pos.data() + 2800, k.data() + 2800 * hd, hd, v.data() + 2800 * hd, hd);
+    h.append(600, pos.data() + 2400, k.data() + 2400 * hd, hd, v.data() + 2400 * hd, hd);
     std::vector<int64_t> grown{0, 15, 21};
-    for (int64_t i = 2800; i < 3000; ++i) grown.push_back(i);
+    for (int64_t i = 2400; i < 3000; ++i) grown.push_back(i);
     expect_rows(h, grown);
     KVHeadCache r(t, hd);
     r.assign(c.size(), c.pos_data(), c.k_data(), c.v_data());
