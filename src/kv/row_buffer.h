@@ -11,8 +11,9 @@
 // memory. Smaller buffers come from the heap (64-byte aligned) and are copied, as is any buffer
 // the kernel refuses to map or that would take the process's buffer mappings past a quarter of
 // vm.max_map_count (65,530 by default): the heap serves it instead. The threshold also bounds
-// the mappings to (KV bytes) / 256 KiB. AddressSanitizer builds map nothing, so that every KV
-// buffer keeps ASan's redzones (the Release tests run the mapped path).
+// the mappings to (KV bytes) / 256 KiB. AddressSanitizer and ThreadSanitizer builds map
+// nothing: every KV buffer keeps ASan's redzones, and TSan does not follow memory that mremap
+// moves (the Release tests run the mapped path).
 #pragma once
 
 #include <cstddef>
@@ -24,11 +25,12 @@ namespace snapkv::kvbuf {
 /// under one page, is not counted by the cache's byte totals).
 inline constexpr size_t kMapBytes = size_t{256} << 10;
 
-/// False in AddressSanitizer builds (see the file comment): every buffer is then heap memory.
-#if defined(__SANITIZE_ADDRESS__)
+/// False in AddressSanitizer and ThreadSanitizer builds (see the file comment): every buffer is
+/// then heap memory.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 inline constexpr bool kMapsLargeBuffers = false;
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
 inline constexpr bool kMapsLargeBuffers = false;
 #else
 inline constexpr bool kMapsLargeBuffers = true;
