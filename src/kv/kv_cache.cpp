@@ -81,21 +81,22 @@ void KVHeadCache::reallocate(int64_t new_cap) {
   // once all three have grown.
   const auto cap = static_cast<size_t>(new_cap);
   const auto keep = static_cast<size_t>(std::min(n_, new_cap));
+  auto resize_all = [&] {
+    kvbuf::resize(pos_, cap * sizeof(int32_t), keep * sizeof(int32_t));
+    kvbuf::resize(k_, cap * k_rb_, keep * k_rb_);
+    kvbuf::resize(v_, cap * v_rb_, keep * v_rb_);
+  };
   if (new_cap < cap_) {
     // A shrink is best effort: if memory for a smaller heap copy cannot be had, the buffers stay
     // larger than needed (allowed: each holds at least cap_ entries) and the caller goes on.
     cap_ = new_cap;
     try {
-      kvbuf::resize(pos_, cap * sizeof(int32_t), keep * sizeof(int32_t));
-      kvbuf::resize(k_, cap * k_rb_, keep * k_rb_);
-      kvbuf::resize(v_, cap * v_rb_, keep * v_rb_);
+      resize_all();
     } catch (const std::bad_alloc&) {
     }
     return;
   }
-  kvbuf::resize(pos_, cap * sizeof(int32_t), keep * sizeof(int32_t));
-  kvbuf::resize(k_, cap * k_rb_, keep * k_rb_);
-  kvbuf::resize(v_, cap * v_rb_, keep * v_rb_);
+  resize_all();
   cap_ = new_cap;
 }
 

@@ -75,7 +75,7 @@ TEST(RowBuffer, LargeBufferIsWritableToItsLastByte) {
   kvbuf::Buffer b;
   kvbuf::resize(b, n, 0);
   ASSERT_NE(b.p, nullptr);
-  EXPECT_EQ(b.mapped, kvbuf::kMapsLargeBuffers);  // AddressSanitizer builds map nothing
+  EXPECT_EQ(b.mapped, kvbuf::kMapsLargeBuffers);  // sanitizer builds map nothing
   EXPECT_EQ(kvbuf::live_mappings(), before + (b.mapped ? 1 : 0));
   fill(b.p, n);
   EXPECT_TRUE(holds(b.p, n));
