@@ -20,7 +20,10 @@ Weight bytes read per token: every tensor of the GGUF, except the token-embeddin
 when the model has a separate output matrix (then only one embedding row is read; with
 tied embeddings, as in Gemma, the whole matrix is read as the output projection).
 Read bandwidth: measured here with numpy (max-reduction of a 1 GiB float32 array split
-over T threads, best of 5), or given with --bandwidth-gbs.
+over T threads, best of 3), right before and right after every engine run, because a
+VM's bandwidth can move by a third within minutes; a row's bound uses the highest of
+its readings (the strictest bound), and the table shows the range read around the row.
+--bandwidth-gbs gives one value for every row instead.
 
 Prompts are prefixes of the GPL-3 text, repeated, with an exact token count: for Gemma
 llama.cpp's tokenizer when llama-cpp-python is installed (also exactly what snapkv reports
@@ -171,8 +174,15 @@ def main() -> None:
         models["synthetic"] = make_synthetic(a, tmp)
     source = bl.source_text(a.text)
     bl.warn_if_busy(a.threads)
-    bw = a.bandwidth_gbs if a.bandwidth_gbs else measure_bandwidth(a.threads)
+    bw = a.bandwidth_gbs if a.bandwidth_gbs else measure_bandwidth(a.threads, reps=5)
     print(f"read bandwidth: {bw:.1f} GB/s ({'given' if a.bandwidth_gbs else 'measured'})", file=sys.stderr)
+    readings = [bw]  # every bandwidth reading of the run (GB/s)
+
+    def bandwidth_now() -> float:
+        if a.bandwidth_gbs:
+            return a.bandwidth_gbs
+        readings.append(measure_bandwidth(a.threads, reps=3))
+        return readings[-1]
 
     rows, raw = [], []
     for key, path in models.items():
@@ -200,18 +210,22 @@ def main() -> None:
                     args += ["--kv-type-v", a.kv_type_v]
                 args += bl.prefill_attn_args(a)
                 reports = []
+                row_bw = []
                 try:
                     for _ in range(a.reps):
+                        row_bw.append(bandwidth_now())
                         with bl.Contention() as busy:
                             reports.append(bl.run_snapkv(a.snapkv, args, timeout=a.timeout, check=False))
+                        row_bw.append(bandwidth_now())
                         r = reports[-1]
                         r["other_cpu_share"] = busy.share
+                        r["bandwidth_gbs_around"] = row_bw[-2:]
                         print(f"{key} {want:6d} {press:6s} prompt {r['n_prompt_tokens']} decode "
                               f"{r['decode_tokens_per_s']:.1f} tok/s ttft {r['ttft_ms']:.0f} ms", file=sys.stderr, flush=True)
                 except bl.RunError as e:
                     print(f"warning: {e}", file=sys.stderr)
                     res[press] = None
-                    rows.append([label, f"{want} (error)", press] + ["-"] * 9)
+                    rows.append([label, f"{want} (error)", press] + ["-"] * 10)
                     continue
                 raw.append({"model": key, "length": want, "press": press, "reports": reports})
                 res[press] = {
@@ -221,7 +235,7 @@ def main() -> None:
                 }
                 r = reports[0]
                 per_token = info["weights_bytes_per_token"] + r["kv_cache_bytes"]
-                bound = bw * 1e9 / per_token
+                bound = max(row_bw) * 1e9 / per_token
                 speedup = "1.00" if press == "none" else (
                     f"{res['snapkv']['decode'] / res['none']['decode']:.2f}" if res.get("none") else "-")
                 capped = "*" if n < want else ""
@@ -229,7 +243,8 @@ def main() -> None:
                     label, f"{r['n_prompt_tokens']}{capped}", press if press == "none" else f"snapkv {r.get('budget', a.budget)}",
                     res[press]["ttft"], res[press]["decode"], speedup,
                     f"{r['kv_cache_bytes'] / 2**20:.2f}", f"{r['peak_kv_cache_bytes'] / 2**20:.2f}",
-                    f"{per_token / 2**20:.1f}", bound, f"{100 * res[press]['decode'] / bound:.0f}%",
+                    f"{per_token / 2**20:.1f}", f"{min(row_bw):.1f}-{max(row_bw):.1f}", bound,
+                    f"{100 * res[press]['decode'] / bound:.0f}%",
                     f"{r.get('compression_ms', 0):.0f}" if press != "none" else "-",
                 ])
 
@@ -240,22 +255,25 @@ def main() -> None:
     print(f"## SnapKV vs full cache: {a.threads} threads, {a.n_gen} generated tokens, KV {'/'.join(kv_types)}, "
           f"prefill attention {bl.prefill_attn_name(a)}, median of {a.reps}\n")
     extra = {"snapkv binary": f"{a.snapkv} ({bl.snapkv_version(a.snapkv)})",
-             "read bandwidth": f"{bw:.1f} GB/s ({'given' if a.bandwidth_gbs else 'numpy, measured'})"}
+             "read bandwidth": (f"{bw:.1f} GB/s (given)" if a.bandwidth_gbs else
+                                f"numpy, {min(readings):.1f}-{max(readings):.1f} GB/s over {len(readings)} readings")}
     print("\n".join(bl.header_lines(extra)) + "\n")
     print(bl.md_table(
         ["model", "prompt tokens", "press", "TTFT ms", "decode tok/s", "speedup vs none", "KV MiB", "peak KV MiB",
-         "MiB read/token", "bound tok/s", "achieved", "compression ms"],
+         "MiB read/token", "read GB/s", "bound tok/s", "achieved", "compression ms"],
         rows,
     ))
     if any(str(r[1]).endswith("*") for r in rows):
         print("\n\\* capped: prompt + generated tokens limited to the model's training context (--no-cap lifts it).")
     print("\nMiB read/token = weight bytes read per decoded token + KV bytes held after the run; "
-          "bound = bandwidth / that; achieved = decode tok/s / bound.")
+          "read GB/s = the bandwidth readings taken right before and after the row's runs; "
+          "bound = the highest of them / MiB read per token; achieved = decode tok/s / bound.")
     shares = [r["other_cpu_share"] for x in raw for r in x["reports"] if r.get("other_cpu_share") is not None]
     if shares:
         print(f"Other processes' share of the CPUs during the runs: at most {100 * max(shares):.0f}%.")
     if a.json_out:
         a.json_out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(a).items()}, "bandwidth_gbs": bw,
+                                          "bandwidth_readings_gbs": readings,
                                           "results": raw}, indent=1))
 
 
