@@ -1,0 +1,106 @@
+// snapkv: decode scores over keys stored transposed in 16-key tiles ("K^T tiles"), a layout
+// that removes the horizontal sums from the decode attention kernel (issue 13).
+//
+// Status: a measured prototype, not used by the engine. The KV cache stores key rows and
+// attention/decode.cpp reads them with the row tiles of decode_simd.h; this header, its test (the
+// scores are the row tiles' bits) and bench/bench_ktiles.cpp (their speed) let the cache layout
+// change be judged per CPU before it is made (docs/design.md, "Decode attention: K^T tiles").
+// On the Zen 4 VM (2026-12-04) the tiles gave no gain at the SmolLM2 shape (scores 6.0 vs 5.95 ns
+// per key and KV head) and 1.27x on the scores, 1.11x on the whole block, at Gemma 3's: there a
+// 512-bit FMA takes both FMA pipes, so the row tiles' shuffles already overlap the FMAs; a CPU
+// with two 512-bit FMA units (Intel Xeon) is where the shuffles would bind.
+//
+// Why: with key rows, a score q . k_j ends in a 16-lane register that has to be summed
+// across its lanes (core/hsum16.h), ~10 512-bit shuffles and adds per key at the SmolLM2 shape
+// (3 query heads per KV head, head_dim 64). With the keys of a tile in the 16 lanes, every sum is
+// a vertical add: the scores of 16 keys come out of NH x 16 partial sums and 15 adds per head.
+//
+// Bits: the tile sums exactly as the row tiles do. A row tile accumulates q . k_j in one 16-lane
+// register whose lane l holds the products of the elements d = l (mod 16) in ascending d, then
+// reduces it as x_k = lane k + lane k + 8 (k < 8) and ((x0 + x4) + (x1 + x5)) + ((x2 + x6) +
+// (x3 + x7)), then multiplies by the scale. Here P_l, a register over the tile's 16 keys, sums the
+// same products in the same order, and the reduction is the same tree on whole registers.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "attention/simd.h"
+
+namespace snapkv::attn {
+
+/// Keys per K^T tile. Tile t holds keys [16t, 16t + 16) as [head_dim][16] IEEE halves: element d
+/// of key 16t + i at offset d * 16 + i.
+constexpr int kKTileKeys = 16;
+
+/// Writes keys [0, n) of `rows` (row-major F16, [n][hd], n <= kKTileKeys) into one K^T tile
+/// ([hd][16] halves); lanes n.. are zero.
+inline void pack_ktile(const uint16_t* rows, int n, int hd, uint16_t* tile) {
+  std::memset(tile, 0, sizeof(uint16_t) * static_cast<size_t>(hd) * kKTileKeys);
+  for (int i = 0; i < n; ++i)
+    for (int d = 0; d < hd; ++d) tile[static_cast<size_t>(d) * kKTileKeys + i] = rows[static_cast<size_t>(i) * hd + d];
+}
+
+#if SNAPKV_ATTN_AVX512
+/// Row d of a K^T tile (the 16 keys' element d) as f32 lanes.
+inline __m512 ktile_row(const uint16_t* tile, int d) {
+  return _mm512_maskz_cvtph_ps(0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + d * kKTileKeys)));
+}
+
+/// y[h] = x_k + x_(k+4) for h < NH, k < 4, where x_j = P_j + P_(j+8) and P_l sums q[h][d] *
+/// key[d] over d = l (mod 16), ascending d (hd % 16 == 0): the first level of the row tiles' tree.
+/// The four partial sums of each head run as separate chains (4 x NH accumulators in flight).
+template <int NH>
+[[gnu::always_inline]] inline void ktile_quad(const float* const* q, const uint16_t* tile, int hd, int k, __m512* y) {
+  __m512 p0[NH], p8[NH], p4[NH], p12[NH];  // P_k, P_(k+8), P_(k+4), P_(k+12)
+  for (int h = 0; h < NH; ++h) p0[h] = p8[h] = p4[h] = p12[h] = _mm512_setzero_ps();
+  for (int d = k; d < hd; d += 16) {
+    const __m512 r0 = ktile_row(tile, d);
+    const __m512 r8 = ktile_row(tile, d + 8);
+    const __m512 r4 = ktile_row(tile, d + 4);
+    const __m512 r12 = ktile_row(tile, d + 12);
+    for (int h = 0; h < NH; ++h) {
+      p0[h] = _mm512_fmadd_ps(_mm512_set1_ps(q[h][d]), r0, p0[h]);
+      p8[h] = _mm512_fmadd_ps(_mm512_set1_ps(q[h][d + 8]), r8, p8[h]);
+      p4[h] = _mm512_fmadd_ps(_mm512_set1_ps(q[h][d + 4]), r4, p4[h]);
+      p12[h] = _mm512_fmadd_ps(_mm512_set1_ps(q[h][d + 12]), r12, p12[h]);
+    }
+  }
+  for (int h = 0; h < NH; ++h) y[h] = _mm512_add_ps(_mm512_add_ps(p0[h], p8[h]), _mm512_add_ps(p4[h], p12[h]));
+}
+
+/// S[h * s_stride + i] = scale * q[h] . key i of the tile, for h < NH <= 4 and all 16 keys, with
+/// the bits of scores_tile() on the same keys as rows (file comment). hd % 16 == 0; q[h] holds hd
+/// floats.
+template <int NH>
+[[gnu::always_inline]] inline void scores_ktile(const float* const* q, const uint16_t* tile, int hd, float scale,
+                                                float* S, int s_stride) {
+  static_assert(NH >= 1 && NH <= 4);
+  __m512 y0[NH], y1[NH], c[NH];
+  ktile_quad<NH>(q, tile, hd, 0, y0);  // x0 + x4
+  ktile_quad<NH>(q, tile, hd, 1, y1);  // x1 + x5
+  for (int h = 0; h < NH; ++h) c[h] = _mm512_add_ps(y0[h], y1[h]);
+  ktile_quad<NH>(q, tile, hd, 2, y0);  // x2 + x6
+  ktile_quad<NH>(q, tile, hd, 3, y1);  // x3 + x7
+  const __m512 vs = _mm512_set1_ps(scale);
+  for (int h = 0; h < NH; ++h)
+    _mm512_storeu_ps(S + h * s_stride, _mm512_mul_ps(_mm512_add_ps(c[h], _mm512_add_ps(y0[h], y1[h])), vs));
+}
+
+/// scores_ktile over nh <= 4 heads (the run-time count of a head tile).
+inline void scores_ktile_heads(const float* const* q, int nh, const uint16_t* tile, int hd, float scale, float* S,
+                               int s_stride) {
+  switch (nh) {
+    case 1:
+      return scores_ktile<1>(q, tile, hd, scale, S, s_stride);
+    case 2:
+      return scores_ktile<2>(q, tile, hd, scale, S, s_stride);
+    case 3:
+      return scores_ktile<3>(q, tile, hd, scale, S, s_stride);
+    default:
+      return scores_ktile<4>(q, tile, hd, scale, S, s_stride);
+  }
+}
+#endif
+
+}  // namespace snapkv::attn
