@@ -114,16 +114,17 @@ void run(benchmark::State& st, const Shape& s, bool tiles, bool whole_block) {
       for (int kb = 0; kb < kKeys; kb += kBlock) {
         block_scores(s, d, g, kb, tiles, qh.data(), S.data());
         if (!whole_block) continue;
-        for (int h = 0; h < s.G; ++h) {  // online softmax, as run_split does
+        for (int h = 0; h < s.G; ++h) {  // online softmax as run_split's (no masked rows here)
           float* Sr = S.data() + h * kBlock;
           float* a = accp[static_cast<size_t>(h)];
           const float m_new = std::max(a[s.hd], row_max(Sr, kBlock));
+          double lsum = a[s.hd + 1];
           if (a[s.hd] != kNegInf && m_new > a[s.hd]) {
             const float corr = std::exp(a[s.hd] - m_new);
-            a[s.hd + 1] *= corr;
+            lsum *= static_cast<double>(corr);
             scale_f32(a, corr, s.hd);
           }
-          a[s.hd + 1] += static_cast<float>(exp_sum_block(Sr, kBlock, m_new));
+          a[s.hd + 1] = static_cast<float>(lsum + exp_sum_block(Sr, kBlock, m_new));
           a[s.hd] = m_new;
         }
         const uint16_t* V = d.v_rows.data() + (static_cast<size_t>(g) * kKeys + static_cast<size_t>(kb)) * s.hd;

@@ -5,10 +5,11 @@
 // attention/decode.cpp reads them with the row tiles of decode_simd.h; this header, its test (the
 // scores are the row tiles' bits) and bench/bench_ktiles.cpp (their speed) let the cache layout
 // change be judged per CPU before it is made (docs/design.md, "Decode attention: K^T tiles").
-// On the Zen 4 VM (2026-12-04) the tiles gave no gain at the SmolLM2 shape (scores 6.0 vs 5.95 ns
-// per key and KV head) and 1.27x on the scores, 1.11x on the whole block, at Gemma 3's: there a
-// 512-bit FMA takes both FMA pipes, so the row tiles' shuffles already overlap the FMAs; a CPU
-// with two 512-bit FMA units (Intel Xeon) is where the shuffles would bind.
+// On the Zen 4 VM (2026-12-04, five runs) the tiles gave no gain at the SmolLM2 shape (median
+// 0.99x, scores and whole block) and 1.16-1.30x on the scores, 1.11-1.27x on the whole block, at
+// Gemma 3's: with every shuffle gone and no gain, the SmolLM2-shaped row kernel is bound by its
+// FMAs and conversions (consistent with Zen 4 issuing one 512-bit FMA per cycle, shuffles beside
+// it); a CPU with two 512-bit FMA units (Intel Xeon) is where the shuffles may bind instead.
 //
 // Why: with key rows, a score q . k_j ends in a 16-lane register that has to be summed
 // across its lanes (core/hsum16.h), ~10 512-bit shuffles and adds per key at the SmolLM2 shape
