@@ -101,8 +101,8 @@ void attention_prefill(const AttentionParams& p, const float* q, const int32_t* 
         Vb = static_cast<const float*>(hc.v_data()) + kb * hd;
       }
     };
-    // dst[r * stride + j] = scale * q_r . k_j with the causal / sliding-window mask (-inf).
-    auto scores = [&](int64_t kb, int nk, const float* Kb, float* dst, size_t stride) {
+    // dst[r * stride + j] = q_r . k_j (unscaled, unmasked).
+    auto qk = [&](int nk, const float* Kb, float* dst, size_t stride) {
       if (exact_dot) {
         for (int r = 0; r < nrows; ++r)
           for (int j = 0; j < nk; ++j)
@@ -110,8 +110,18 @@ void attention_prefill(const AttentionParams& p, const float* q, const int32_t* 
       } else {
         qk_tile(qrows, nrows, Kb, nk, hd, dst, static_cast<int>(stride));
       }
+    };
+    // dst[r * stride + j] = scale * q_r . k_j with the causal / sliding-window mask (-inf).
+    auto scores = [&](int64_t kb, int nk, const float* Kb, float* dst, size_t stride) {
+      qk(nk, Kb, dst, stride);
       for (int r = 0; r < nrows; ++r)
         mask_scale_row(dst + r * stride, nk, P + kb, q_pos[t0 + r / G], p.window, p.scale);
+    };
+    // scores(), and m[r] = max(m[r], the row's maximum) in the same pass as the mask and scale.
+    auto scores_max = [&](int64_t kb, int nk, const float* Kb, float* dst, size_t stride) {
+      qk(nk, Kb, dst, stride);
+      for (int r = 0; r < nrows; ++r)
+        m[r] = std::max(m[r], mask_scale_max_row(dst + r * stride, nk, P + kb, q_pos[t0 + r / G], p.window, p.scale));
     };
 
     if (!f16) {
@@ -159,8 +169,7 @@ void attention_prefill(const AttentionParams& p, const float* q, const int32_t* 
         load(kb, nk, false, Kb, Vb);
         float* dst = cached ? score_cache + (kb - j_begin) : S;
         const size_t stride = cached ? static_cast<size_t>(score_keys) : static_cast<size_t>(kKeyBlock);
-        scores(kb, nk, Kb, dst, stride);
-        for (int r = 0; r < nrows; ++r) m[r] = std::max(m[r], row_max(dst + r * stride, nk));
+        scores_max(kb, nk, Kb, dst, stride);
       }
       if (cached) {
         for (int r = 0; r < nrows; ++r) {

@@ -131,6 +131,11 @@ inline void axpy_f16(float* y, float a, const uint16_t* x, int n) {
 /// dst[i] = half(src[i]) as f32.
 inline void f16_to_f32(const uint16_t* src, float* dst, int n) {
   int i = 0;
+#if SNAPKV_ATTN_AVX512
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(dst + i,
+                     _mm512_maskz_cvtph_ps(0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i))));
+#endif
 #if SNAPKV_ATTN_AVX2
   for (; i + 8 <= n; i += 8)
     _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));

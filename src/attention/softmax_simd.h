@@ -123,6 +123,10 @@ inline void mask_scale_row(float* s, int n, const int32_t* kpos, int64_t qp, int
   }
 }
 
+/// mask_scale_row(s, n, kpos, qp, window, scale), then returns row_max(s, n): one pass over the
+/// row when every key is visible (the common case), with the same products and the same maximum.
+inline float mask_scale_max_row(float* s, int n, const int32_t* kpos, int64_t qp, int window, float scale);
+
 /// max_j s[j] (-inf for an all-masked row).
 inline float row_max(const float* s, int n) {
   int j = 0;
@@ -138,6 +142,33 @@ inline float row_max(const float* s, int n) {
 #endif
   for (; j < n; ++j) m = std::max(m, s[j]);
   return m;
+}
+
+inline float mask_scale_max_row(float* s, int n, const int32_t* kpos, int64_t qp, int window, float scale) {
+#if SNAPKV_ATTN_AVX512
+  if (n > 0 && kpos[n - 1] <= qp && (window <= 0 || qp - kpos[0] < window)) {
+    const __m512 vs = _mm512_set1_ps(scale);
+    __m512 vm = _mm512_set1_ps(kNegInf);
+    int j = 0;
+    for (; j + 16 <= n; j += 16) {
+      const __m512 x = _mm512_mul_ps(_mm512_loadu_ps(s + j), vs);
+      _mm512_storeu_ps(s + j, x);
+      vm = _mm512_maskz_max_ps(0xFFFF, vm, x);
+    }
+    // max is exact: the order does not matter (except among NaN scores, which only NaN inputs give).
+    const __m256 m8 = _mm256_max_ps(low8(vm), high8(vm));
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m8), _mm256_extractf128_ps(m8, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    float m = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+    for (; j < n; ++j) {
+      s[j] *= scale;
+      m = std::max(m, s[j]);
+    }
+    return m;
+  }
+#endif
+  mask_scale_row(s, n, kpos, qp, window, scale);
+  return row_max(s, n);
 }
 
 /// Lanes of a running sum of exponentials in double, as exp_sum_row keeps it: lanes 0-3 take
@@ -157,13 +188,19 @@ inline void exp_sum_add(const float* s, int n, float m, float* out, double* lane
     a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
   };
 #if SNAPKV_ATTN_AVX512
-  // 16 exponentials at a time, summed as two groups of 8 in the order below.
+  // 16 exponentials at a time, summed as two groups of 8 in the order below; lanes 0-7 of the
+  // 8-double register are a0 and a1 (the same adds, half the instructions).
   const __m512 wm = _mm512_set1_ps(m);
-  for (; j + 16 <= n; j += 16) {
-    const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(s + j), wm));
-    if (out != nullptr) _mm512_storeu_ps(out + j, e);
-    step(low8(e));
-    step(high8(e));
+  if (j + 16 <= n) {
+    __m512d a = _mm512_mask_broadcast_f64x4(_mm512_maskz_broadcast_f64x4(0x0F, a0), 0xF0, a1);
+    for (; j + 16 <= n; j += 16) {
+      const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(s + j), wm));
+      if (out != nullptr) _mm512_storeu_ps(out + j, e);
+      a = _mm512_add_pd(a, _mm512_maskz_cvtps_pd(0xFF, low8(e)));
+      a = _mm512_add_pd(a, _mm512_maskz_cvtps_pd(0xFF, high8(e)));
+    }
+    a0 = _mm512_maskz_extractf64x4_pd(0xFF, a, 0);
+    a1 = _mm512_maskz_extractf64x4_pd(0xFF, a, 1);
   }
 #endif
   for (; j + 8 <= n; j += 8) {

@@ -53,6 +53,59 @@ inline void qk_rows_8keys(const float* const* q, const float* K, int nk8, int hd
   }
 }
 
+/// hsum8() of two rows at once. a[k] holds key k's 8-lane partial sums of row 0 in lanes 0-7 and
+/// of row 1 in lanes 8-15; returns row 0's eight key sums in lanes 0-7 and row 1's in lanes 8-15,
+/// each paired as hsum8 pairs it (lane halves added first, then two horizontal pair adds), so
+/// every sum is bit for bit dot8's. 22 instructions for 16 sums.
+inline __m512 hsum8_x2(const __m512* a) {
+  __m512 t[4];
+  for (int k = 0; k < 4; ++k) {
+    // 128-bit lanes of a[k]: [row 0 partials 0-3, row 0 4-7, row 1 0-3, row 1 4-7].
+    const __m512 lo = _mm512_maskz_shuffle_f32x4(0xFFFF, a[k], a[k + 4], _MM_SHUFFLE(2, 0, 2, 0));
+    const __m512 hi = _mm512_maskz_shuffle_f32x4(0xFFFF, a[k], a[k + 4], _MM_SHUFFLE(3, 1, 3, 1));
+    t[k] = _mm512_add_ps(lo, hi);  // [row 0 key k, row 1 key k, row 0 key k + 4, row 1 key k + 4]
+  }
+  // _mm256_hadd_ps per 128-bit lane: [x0 + x1, x2 + x3, y0 + y1, y2 + y3].
+  auto hadd = [](__m512 x, __m512 y) {
+    return _mm512_add_ps(_mm512_shuffle_ps(x, y, 0x88), _mm512_shuffle_ps(x, y, 0xDD));
+  };
+  const __m512 h = hadd(hadd(t[0], t[1]), hadd(t[2], t[3]));
+  // h: [row 0 keys 0-3, row 1 keys 0-3, row 0 keys 4-7, row 1 keys 4-7].
+  return _mm512_maskz_shuffle_f32x4(0xFFFF, h, h, _MM_SHUFFLE(3, 1, 2, 0));
+}
+
+/// qk_rows_8keys for 4 rows: rows (0, 1) and (2, 3) share a 16-lane register (lanes 0-7 / 8-15)
+/// and each 8-dim piece of a key row is broadcast to both halves, so per 8 dims 4 query loads and
+/// 8 key loads feed 16 FMAs of 16 lanes (the 2-row ymm tile: 10 loads for 16 FMAs of 8 lanes).
+/// Each lane accumulates what dot8's lane does; hsum8_x2 reduces as hsum8. (Masked forms of the
+/// shuffles, as low8/high8: GCC 12 warns about the unmasked ones' undefined source.)
+inline void qk_rows4_8keys(const float* const* q, const float* K, int nk8, int hd, float* S, int s_stride) {
+  for (int j = 0; j < nk8; j += 8) {
+    const float* k0 = K + static_cast<size_t>(j) * hd;
+    __m512 a[2][8];
+    for (int p = 0; p < 2; ++p)
+      for (int k = 0; k < 8; ++k) a[p][k] = _mm512_setzero_ps();
+    for (int d = 0; d < hd; d += 8) {
+      __m512 x[2];
+      for (int p = 0; p < 2; ++p)
+        x[p] = _mm512_castpd_ps(_mm512_mask_broadcast_f64x4(
+            _mm512_maskz_broadcast_f64x4(0x0F, _mm256_castps_pd(_mm256_loadu_ps(q[2 * p] + d))), 0xF0,
+            _mm256_castps_pd(_mm256_loadu_ps(q[2 * p + 1] + d))));
+      for (int k = 0; k < 8; ++k) {
+        const __m512 y = _mm512_castpd_ps(_mm512_maskz_broadcast_f64x4(
+            0xFF, _mm256_castps_pd(_mm256_loadu_ps(k0 + static_cast<size_t>(k) * hd + d))));
+        a[0][k] = _mm512_fmadd_ps(x[0], y, a[0][k]);
+        a[1][k] = _mm512_fmadd_ps(x[1], y, a[1][k]);
+      }
+    }
+    for (int p = 0; p < 2; ++p) {
+      const __m512 s = hsum8_x2(a[p]);
+      _mm256_storeu_ps(S + static_cast<size_t>(2 * p) * s_stride + j, low8(s));
+      _mm256_storeu_ps(S + static_cast<size_t>(2 * p + 1) * s_stride + j, high8(s));
+    }
+  }
+}
+
 /// acc[r][d0 .. d0 + 64) += sum_j P[r * p_stride + j] * V[j][d0 .. d0 + 64) for R rows, j
 /// ascending (per element the FMAs of pv_rows2): 4 R accumulators, each loaded V vector feeding R
 /// FMAs.
@@ -64,8 +117,11 @@ inline void pv_rows_512(const float* P, int p_stride, const float* V, int nk, in
       for (int k = 0; k < 4; ++k) a[r][k] = _mm512_loadu_ps(acc + static_cast<size_t>(r) * hd + d + 16 * k);
     const float* v = V + d;
     for (int j = 0; j < nk; ++j, v += hd) {
-      const __m512 v0 = _mm512_loadu_ps(v), v1 = _mm512_loadu_ps(v + 16);
-      const __m512 v2 = _mm512_loadu_ps(v + 32), v3 = _mm512_loadu_ps(v + 48);
+      __m512 v0 = _mm512_loadu_ps(v), v1 = _mm512_loadu_ps(v + 16);
+      __m512 v2 = _mm512_loadu_ps(v + 32), v3 = _mm512_loadu_ps(v + 48);
+      // Keeps the four value vectors in registers: GCC otherwise folds each load into every row's
+      // FMA (4 R loads per key instead of 4, which made this loop load-bound on Zen 4).
+      asm("" : "+v"(v0), "+v"(v1), "+v"(v2), "+v"(v3));
       for (int r = 0; r < R; ++r) {
         const __m512 w = _mm512_set1_ps(P[static_cast<size_t>(r) * p_stride + j]);
         a[r][0] = _mm512_fmadd_ps(w, v0, a[r][0]);
@@ -81,14 +137,15 @@ inline void pv_rows_512(const float* P, int p_stride, const float* V, int nk, in
 #endif
 
 /// S[r * s_stride + j] = dot(q[r], K[j]) for r < nr, j < nk; q[r] = qrows[r] (hd floats each),
-/// K rows contiguous [nk][hd]. Register-blocked when hd % 8 == 0: 2 rows x 8 keys with AVX-512's
-/// 32 registers (qk_rows_8keys), else 2 rows x 4 keys (AVX2), so each loaded vector feeds several
-/// FMAs; f32 accumulation, every score bit for bit dot8's.
+/// K rows contiguous [nk][hd]. Register-blocked when hd % 8 == 0: 4 rows x 8 keys with AVX-512's
+/// 32 registers (qk_rows4_8keys; 2 and 1 rows for the rest), else 2 rows x 4 keys (AVX2), so each
+/// loaded vector feeds several FMAs; f32 accumulation, every score bit for bit dot8's.
 inline void qk_tile(const float* const* qrows, int nr, const float* K, int nk, int hd, float* S, int s_stride) {
 #if SNAPKV_ATTN_AVX512
   if (hd % 8 == 0) {
     const int nk8 = nk / 8 * 8;
     int r = 0;
+    for (; r + 4 <= nr; r += 4) qk_rows4_8keys(qrows + r, K, nk8, hd, S + static_cast<size_t>(r) * s_stride, s_stride);
     for (; r + 2 <= nr; r += 2)
       qk_rows_8keys<2>(qrows + r, K, nk8, hd, S + static_cast<size_t>(r) * s_stride, s_stride);
     if (r < nr) qk_rows_8keys<1>(qrows + r, K, nk8, hd, S + static_cast<size_t>(r) * s_stride, s_stride);
