@@ -115,9 +115,10 @@ void attention(const AttentionParams& p, const float* q, const int32_t* q_pos, i
   if (f16) {
     for (const auto& hc : cache.heads) score_keys = std::max(score_keys, hc.size());
     score_keys = std::min(score_keys, attn::kScoreCacheMaxKeys);
-    // Row stride = 16 floats past a multiple of 1024 (4 KiB): rows a power-of-two apart would all
-    // fall into the same L1 sets (measured on Zen 4 at 4096 keys: the stores of pass 1 evicted the
-    // key block). The extra capacity is usable: a task is cached while its span fits the stride.
+    // Row stride = 16 floats past a multiple of 1024 (4 KiB): rows a power of two apart (4096 keys)
+    // would all map to the same L1 sets, so pass 1's score stores would evict each other and the
+    // key block. Not measured on its own (it landed with the tile changes of the same commit). The
+    // extra capacity is usable: a task is cached while its span fits the stride.
     score_keys = (score_keys + 1023) / 1024 * 1024 + 16;
     if (ws.score_cache_.size() < threads * rows * static_cast<size_t>(score_keys))
       ws.score_cache_.resize(threads * rows * static_cast<size_t>(score_keys));
