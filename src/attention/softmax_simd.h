@@ -83,6 +83,34 @@ inline __m512 exp16(__m512 x) {
   return _mm512_mask_mov_ps(e, is_nan, _mm512_castsi512_ps(_mm512_set1_epi32(-1)));
 }
 
+/// exp16(x) for the arguments of a softmax row, x = s - max <= 0 (or -inf, or NaN): the same bits
+/// in 19 instructions instead of 24. For x in [kExpMinArg, 0], n = round(x log2 e) lies in
+/// [-126, 0], so 2^n is a normal float and the one product p * 2^n is the correctly rounded value
+/// that exp16's (p * 2^h) * 2^(n - h) gives (its first product is exact); the upper clamp never
+/// acts. Undefined for x > 0.
+inline __m512 exp16_nonpos(__m512 x) {
+  const __mmask16 is_nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+  const __mmask16 too_small = _mm512_cmp_ps_mask(x, _mm512_set1_ps(kExpMinArg), _CMP_LT_OQ);
+  x = _mm512_maskz_max_ps(0xFFFF, x, _mm512_set1_ps(kExpMinArg));
+  const __m512 n = _mm512_maskz_roundscale_ps(0xFFFF, _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  const __m512i ni = _mm512_maskz_cvtps_epi32(0xFFFF, n);
+  const __m512 s =
+      _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, _mm512_add_epi32(ni, _mm512_set1_epi32(127)), 23));
+  const __m512 e = _mm512_maskz_mov_ps(static_cast<__mmask16>(~too_small), _mm512_mul_ps(p, s));
+  return _mm512_mask_mov_ps(e, is_nan, _mm512_castsi512_ps(_mm512_set1_epi32(-1)));
+}
+
 #endif
 
 /// Loads n < 8 floats, the other lanes set to fill.
@@ -177,7 +205,8 @@ inline float mask_scale_max_row(float* s, int n, const int32_t* kpos, int64_t qp
 constexpr int kExpSumLanes = 8;
 
 /// Adds e^(s[j] - m) for j < n to the sum lane[0..kExpSumLanes) (masked -inf entries add 0); when
-/// out is not null also writes out[j] = e^(s[j] - m) (out may equal s). m must be finite.
+/// out is not null also writes out[j] = e^(s[j] - m) (out may equal s). m must be finite and at
+/// least every s[j] (a row maximum).
 inline void exp_sum_add(const float* s, int n, float m, float* out, double* lane) {
 #if SNAPKV_ATTN_AVX2
   const __m256 vm = _mm256_set1_ps(m);
@@ -194,7 +223,7 @@ inline void exp_sum_add(const float* s, int n, float m, float* out, double* lane
   if (j + 16 <= n) {
     __m512d a = _mm512_mask_broadcast_f64x4(_mm512_maskz_broadcast_f64x4(0x0F, a0), 0xF0, a1);
     for (; j + 16 <= n; j += 16) {
-      const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(s + j), wm));
+      const __m512 e = exp16_nonpos(_mm512_sub_ps(_mm512_loadu_ps(s + j), wm));
       if (out != nullptr) _mm512_storeu_ps(out + j, e);
       a = _mm512_add_pd(a, _mm512_maskz_cvtps_pd(0xFF, low8(e)));
       a = _mm512_add_pd(a, _mm512_maskz_cvtps_pd(0xFF, high8(e)));
@@ -232,7 +261,7 @@ inline double exp_sum_total(const double* lane) {
 }
 
 /// Returns sum_j e^(s[j] - m) in double (masked -inf entries add 0); when out is not null also
-/// writes out[j] = e^(s[j] - m) (out may equal s). m must be finite.
+/// writes out[j] = e^(s[j] - m) (out may equal s). m must be finite and at least every s[j].
 inline double exp_sum_row(const float* s, int n, float m, float* out) {
   double lane[kExpSumLanes] = {0, 0, 0, 0, 0, 0, 0, 0};
   exp_sum_add(s, n, m, out, lane);

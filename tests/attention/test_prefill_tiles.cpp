@@ -107,6 +107,26 @@ TEST(PrefillTiles, Exp16IsExp8LaneForLane) {
     for (int l = 0; l < 16; ++l) ASSERT_TRUE(same_bits(a[l], b[l])) << "x = " << x[i + static_cast<size_t>(l)];
   }
 }
+
+// The softmax rows' exponential (arguments <= 0) against exp16: every x <= 0 the rows can produce,
+// the underflow edge (results subnormal or 0 near kExpMinArg) swept finely.
+TEST(PrefillTiles, Exp16NonPositiveIsExp16BitForBit) {
+  std::vector<float> x = randn(1 << 16, 7, 30.0f);
+  for (auto& v : x) v = -std::fabs(v);
+  for (int i = 0; i < 4096; ++i) x.push_back(-86.0f - 2.0f * static_cast<float>(i) / 4096.0f);
+  for (int i = 0; i < 4096; ++i) x.push_back(-1e-3f * static_cast<float>(i) / 4096.0f);
+  for (const float v : {0.0f, -0.0f, kExpMinArg, std::nextafter(kExpMinArg, 0.0f), std::nextafter(kExpMinArg, -1e9f),
+                        -1e30f, -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
+                        -std::numeric_limits<float>::denorm_min()})
+    x.push_back(v);
+  while (x.size() % 16 != 0) x.push_back(-1.0f);
+  for (size_t i = 0; i < x.size(); i += 16) {
+    alignas(64) float a[16], b[16];
+    _mm512_store_ps(a, exp16_nonpos(_mm512_loadu_ps(x.data() + i)));
+    _mm512_store_ps(b, exp16(_mm512_loadu_ps(x.data() + i)));
+    for (int l = 0; l < 16; ++l) ASSERT_TRUE(same_bits(a[l], b[l])) << "x = " << x[i + static_cast<size_t>(l)];
+  }
+}
 #endif
 
 #if SNAPKV_ATTN_AVX2
