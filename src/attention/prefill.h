@@ -15,7 +15,8 @@ namespace snapkv::attn {
 constexpr int kExactDotBelow = 64;
 
 /// F16 caches: at most this many keys per query row have their scores kept from pass 1 for pass 2
-/// (up to 64 rows x 64K keys x 4 bytes = 16 MiB per thread); longer key ranges are scored twice.
+/// (up to 64 rows x 64K keys x 4 bytes = 16 MiB per thread; the row stride is rounded up to a
+/// multiple of 1024 keys plus 16, so spans up to 65552 keys fit); longer key ranges are scored twice.
 constexpr int64_t kScoreCacheMaxKeys = 65536;
 
 /// Doubles of thread_sums per query row: the row's sum, then the lanes of exp_sum_add (8).

@@ -84,10 +84,11 @@ inline __m512 exp16(__m512 x) {
 }
 
 /// exp16(x) for the arguments of a softmax row, x = s - max <= 0 (or -inf, or NaN): the same bits
-/// in 19 instructions instead of 24. For x in [kExpMinArg, 0], n = round(x log2 e) lies in
-/// [-126, 0], so 2^n is a normal float and the one product p * 2^n is the correctly rounded value
-/// that exp16's (p * 2^h) * 2^(n - h) gives (its first product is exact); the upper clamp never
-/// acts. Undefined for x > 0.
+/// in 19 instructions instead of 24. For x in [kExpMinArg, 88.37), n = round(x log2 e) lies in
+/// [-126, 127], so 2^n is a normal float and the one product p * 2^n is the correctly rounded
+/// value that exp16's (p * 2^h) * 2^(n - h) gives (its first product is exact, neither overflows);
+/// exp16's upper clamp (88.72) does not act there. The same bits as exp16 for every x < 88.37
+/// (tested); above that it differs (inf or garbage where exp16 clamps), so callers pass s - max.
 inline __m512 exp16_nonpos(__m512 x) {
   const __mmask16 is_nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
   const __mmask16 too_small = _mm512_cmp_ps_mask(x, _mm512_set1_ps(kExpMinArg), _CMP_LT_OQ);
@@ -174,20 +175,27 @@ inline float row_max(const float* s, int n) {
 
 inline float mask_scale_max_row(float* s, int n, const int32_t* kpos, int64_t qp, int window, float scale) {
 #if SNAPKV_ATTN_AVX512
-  if (n > 0 && kpos[n - 1] <= qp && (window <= 0 || qp - kpos[0] < window)) {
+  if (n >= 8 && kpos[n - 1] <= qp && (window <= 0 || qp - kpos[0] < window)) {
+    // row_max's 8-lane maximum and fold, in its order (so a NaN score is treated as row_max treats it).
     const __m512 vs = _mm512_set1_ps(scale);
-    __m512 vm = _mm512_set1_ps(kNegInf);
+    __m256 vm = _mm256_set1_ps(kNegInf);
     int j = 0;
     for (; j + 16 <= n; j += 16) {
       const __m512 x = _mm512_mul_ps(_mm512_loadu_ps(s + j), vs);
       _mm512_storeu_ps(s + j, x);
-      vm = _mm512_maskz_max_ps(0xFFFF, vm, x);
+      vm = _mm256_max_ps(vm, low8(x));
+      vm = _mm256_max_ps(vm, high8(x));
     }
-    // max is exact: the order does not matter (except among NaN scores, which only NaN inputs give).
-    const __m256 m8 = _mm256_max_ps(low8(vm), high8(vm));
-    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m8), _mm256_extractf128_ps(m8, 1));
-    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    float m = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+    if (j + 8 <= n) {
+      const __m256 x = _mm256_mul_ps(_mm256_loadu_ps(s + j), _mm256_set1_ps(scale));
+      _mm256_storeu_ps(s + j, x);
+      vm = _mm256_max_ps(vm, x);
+      j += 8;
+    }
+    alignas(32) float buf[8];
+    _mm256_store_ps(buf, vm);
+    float m = kNegInf;
+    for (const float v : buf) m = std::max(m, v);
     for (; j < n; ++j) {
       s[j] *= scale;
       m = std::max(m, s[j]);

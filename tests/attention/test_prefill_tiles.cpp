@@ -32,7 +32,7 @@ float reference_dot(const float* a, const float* b, int n) {
 
 TEST(PrefillTiles, QKTileEqualsTheEightLaneDotBitForBit) {
   for (const int hd : {8, 64, 72, 256}) {
-    for (const int nr : {1, 2, 3, 5, 48}) {
+    for (const int nr : {1, 2, 3, 4, 5, 6, 7, 48}) {
       for (const int nk : {1, 7, 8, 9, 31, 64}) {
         const auto q = randn(static_cast<size_t>(nr * hd), 11u + static_cast<uint64_t>(hd * nr));
         const auto k = randn(static_cast<size_t>(nk * hd), 5u + static_cast<uint64_t>(nk));
@@ -108,11 +108,13 @@ TEST(PrefillTiles, Exp16IsExp8LaneForLane) {
   }
 }
 
-// The softmax rows' exponential (arguments <= 0) against exp16: every x <= 0 the rows can produce,
-// the underflow edge (results subnormal or 0 near kExpMinArg) swept finely.
+// The softmax rows' exponential against exp16: every x <= 0 the rows can produce, the underflow
+// edge (results 0 below kExpMinArg) swept finely, and the positive range where the two still
+// agree (x < 88.37: round(x log2 e) <= 127).
 TEST(PrefillTiles, Exp16NonPositiveIsExp16BitForBit) {
   std::vector<float> x = randn(1 << 16, 7, 30.0f);
   for (auto& v : x) v = -std::fabs(v);
+  for (int i = 0; i < 8192; ++i) x.push_back(88.37f * static_cast<float>(i) / 8192.0f);
   for (int i = 0; i < 4096; ++i) x.push_back(-86.0f - 2.0f * static_cast<float>(i) / 4096.0f);
   for (int i = 0; i < 4096; ++i) x.push_back(-1e-3f * static_cast<float>(i) / 4096.0f);
   for (const float v : {0.0f, -0.0f, kExpMinArg, std::nextafter(kExpMinArg, 0.0f), std::nextafter(kExpMinArg, -1e9f),
@@ -128,6 +130,52 @@ TEST(PrefillTiles, Exp16NonPositiveIsExp16BitForBit) {
   }
 }
 #endif
+
+// The one-sweep scale + mask + maximum of pass 1 against the two sweeps it replaces: the same row
+// and the same maximum, for rows fully visible, straddling the causal or window edge, fully
+// masked, with tails, and with NaN scores (treated as row_max treats them).
+TEST(PrefillTiles, MaskScaleMaxRowIsMaskScaleThenRowMax) {
+  for (const int n : {0, 1, 7, 8, 9, 15, 16, 17, 24, 31, 33, 64, 100}) {
+    for (int c = 0; c < 6; ++c) {
+      std::vector<float> a = randn(static_cast<size_t>(n), 31u + static_cast<uint64_t>(n * 7 + c), 4.0f);
+      if (c == 4 && n > 0) a[static_cast<size_t>(n / 2)] = std::numeric_limits<float>::quiet_NaN();
+      if (c == 5 && n > 3) {
+        a[0] = std::numeric_limits<float>::quiet_NaN();
+        a[static_cast<size_t>(n - 1)] = std::numeric_limits<float>::quiet_NaN();
+      }
+      std::vector<int32_t> kpos(static_cast<size_t>(n));
+      for (int j = 0; j < n; ++j) kpos[static_cast<size_t>(j)] = 100 + j;
+      // c = 0, 4, 5: all visible; 1: causal edge inside the row; 2: window edge; 3: all masked.
+      const int64_t qp = c == 1 ? 100 + n / 2 : (c == 3 ? 99 : 100 + n + 5);
+      const int window = c == 2 ? n / 2 + 3 : 0;
+      std::vector<float> got = a, want = a;
+      const float m = mask_scale_max_row(got.data(), n, kpos.data(), qp, window, 0.125f);
+      mask_scale_row(want.data(), n, kpos.data(), qp, window, 0.125f);
+      const float m_want = row_max(want.data(), n);
+      ASSERT_TRUE(same_bits(m, m_want)) << "n " << n << " case " << c << ": " << m << " vs " << m_want;
+      for (int j = 0; j < n; ++j)
+        ASSERT_TRUE(same_bits(got[static_cast<size_t>(j)], want[static_cast<size_t>(j)]))
+            << "n " << n << " case " << c << " at " << j;
+    }
+  }
+}
+
+// The block conversion (16 lanes with AVX-512, 8 with AVX2, scalar tails) against the scalar
+// conversion for every F16 bit pattern, at an odd length so every path runs.
+TEST(PrefillTiles, F16ToF32RowEqualsScalarForEveryHalf) {
+  std::vector<uint16_t> h(65536 + 13);
+  for (size_t i = 0; i < h.size(); ++i) h[i] = static_cast<uint16_t>(i * 40503u);
+  std::vector<float> got(h.size());
+  f16_to_f32(h.data(), got.data(), static_cast<int>(h.size()));
+  for (size_t i = 0; i < h.size(); ++i) {
+    const float want = fp16_to_fp32(h[i]);
+    if (std::isnan(want)) {
+      ASSERT_TRUE(std::isnan(got[i])) << "half " << h[i];
+    } else {
+      ASSERT_TRUE(same_bits(got[i], want)) << "half " << h[i];
+    }
+  }
+}
 
 #if SNAPKV_ATTN_AVX2
 // exp_sum_row and softmax_f16_row against the 8-lane definition: each block of 8 (the tail padded
