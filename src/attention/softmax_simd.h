@@ -54,15 +54,11 @@ inline __m256 exp8(__m256 x) {
 }
 
 #if SNAPKV_ATTN_AVX512
-/// e^x for 16 lanes: exp8()'s operations lane for lane (the same results, NaN and range
-/// conventions included: 0 below kExpMinArg, FLT_MAX above 88.72, all-ones NaN for a NaN).
-inline __m512 exp16(__m512 x) {
-  const __mmask16 is_nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-  const __mmask16 too_small = _mm512_cmp_ps_mask(x, _mm512_set1_ps(kExpMinArg), _CMP_LT_OQ);
-  x = _mm512_maskz_min_ps(0xFFFF, _mm512_maskz_max_ps(0xFFFF, x, _mm512_set1_ps(kExpMinArg)),
-                          _mm512_set1_ps(88.72283f));
-  const __m512 n = _mm512_maskz_roundscale_ps(0xFFFF, _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+/// exp8()'s range reduction and polynomial for 16 lanes, x already clamped: x = n ln2 + r; returns
+/// e^r (degree 7, Horner) and n (rounded, as a float).
+inline __m512 exp16_reduced(__m512 x, __m512& n) {
+  n = _mm512_maskz_roundscale_ps(0xFFFF, _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
   r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
   __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
@@ -72,14 +68,29 @@ inline __m512 exp16(__m512 x) {
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+}
+
+/// 2^n for integral n in [-126, 127] (exponent bits).
+inline __m512 exp16_pow2(__m512i n) {
+  return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, _mm512_add_epi32(n, _mm512_set1_epi32(127)), 23));
+}
+
+/// e^x for 16 lanes: exp8()'s operations lane for lane (the same results, NaN and range
+/// conventions included: 0 below kExpMinArg, FLT_MAX above 88.72, all-ones NaN for a NaN).
+inline __m512 exp16(__m512 x) {
+  const __mmask16 is_nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+  const __mmask16 too_small = _mm512_cmp_ps_mask(x, _mm512_set1_ps(kExpMinArg), _CMP_LT_OQ);
+  x = _mm512_maskz_min_ps(0xFFFF, _mm512_maskz_max_ps(0xFFFF, x, _mm512_set1_ps(kExpMinArg)),
+                          _mm512_set1_ps(88.72283f));
+  __m512 n;
+  const __m512 p = exp16_reduced(x, n);
+  // n in [-126, 128]: 2^n = 2^(n/2) * 2^(n - n/2) keeps both factors normal up to n = 128.
   const __m512i ni = _mm512_maskz_cvtps_epi32(0xFFFF, n);
   const __m512i h = _mm512_maskz_srai_epi32(0xFFFF, ni, 1);
-  const __m512 s1 =
-      _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, _mm512_add_epi32(h, _mm512_set1_epi32(127)), 23));
-  const __m512 s2 = _mm512_castsi512_ps(
-      _mm512_maskz_slli_epi32(0xFFFF, _mm512_add_epi32(_mm512_sub_epi32(ni, h), _mm512_set1_epi32(127)), 23));
-  const __m512 e = _mm512_maskz_mov_ps(static_cast<__mmask16>(~too_small), _mm512_mul_ps(_mm512_mul_ps(p, s1), s2));
+  const __m512 e =
+      _mm512_maskz_mov_ps(static_cast<__mmask16>(~too_small),
+                          _mm512_mul_ps(_mm512_mul_ps(p, exp16_pow2(h)), exp16_pow2(_mm512_sub_epi32(ni, h))));
   return _mm512_mask_mov_ps(e, is_nan, _mm512_castsi512_ps(_mm512_set1_epi32(-1)));
 }
 
@@ -92,23 +103,10 @@ inline __m512 exp16(__m512 x) {
 inline __m512 exp16_nonpos(__m512 x) {
   const __mmask16 is_nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
   const __mmask16 too_small = _mm512_cmp_ps_mask(x, _mm512_set1_ps(kExpMinArg), _CMP_LT_OQ);
-  x = _mm512_maskz_max_ps(0xFFFF, x, _mm512_set1_ps(kExpMinArg));
-  const __m512 n = _mm512_maskz_roundscale_ps(0xFFFF, _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  const __m512i ni = _mm512_maskz_cvtps_epi32(0xFFFF, n);
-  const __m512 s =
-      _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, _mm512_add_epi32(ni, _mm512_set1_epi32(127)), 23));
-  const __m512 e = _mm512_maskz_mov_ps(static_cast<__mmask16>(~too_small), _mm512_mul_ps(p, s));
+  __m512 n;
+  const __m512 p = exp16_reduced(_mm512_maskz_max_ps(0xFFFF, x, _mm512_set1_ps(kExpMinArg)), n);
+  const __m512 e = _mm512_maskz_mov_ps(static_cast<__mmask16>(~too_small),
+                                       _mm512_mul_ps(p, exp16_pow2(_mm512_maskz_cvtps_epi32(0xFFFF, n))));
   return _mm512_mask_mov_ps(e, is_nan, _mm512_castsi512_ps(_mm512_set1_epi32(-1)));
 }
 
