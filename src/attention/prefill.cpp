@@ -35,7 +35,7 @@ size_t prefill_block_rows(const AttentionParams& p) {
 size_t prefill_thread_floats(const AttentionParams& p) {
   const size_t rows = prefill_block_rows(p);
   const auto hd = static_cast<size_t>(p.head_dim);
-  return 2 * kKeyBlock * hd + rows * kKeyBlock + rows * hd + rows;  // K, V, S, acc, m
+  return 2 * kKeyBlock * hd + rows * kKeyBlock + 2 * rows * hd + rows;  // K, V, S, acc, m, packed Q
 }
 
 void attention_prefill(const AttentionParams& p, const float* q, const int32_t* q_pos, int64_t n_q,
@@ -70,12 +70,19 @@ void attention_prefill(const AttentionParams& p, const float* q, const int32_t* 
     float* S = Vf + kKeyBlock * hd;  // [rows][kKeyBlock] scores, then probabilities
     float* acc = S + max_rows * kKeyBlock;
     float* m = acc + max_rows * static_cast<size_t>(hd);
+    float* qpack = m + max_rows;  // [rows / 4][2][hd / 8][16] (tiles.h pack_q_pairs)
     double* l = thread_sums + tid * max_rows * kSumsPerRow;
     double* lanes = l + max_rows;  // [rows][kExpSumLanes]: the F16 path's uncached sums
     const float** qrows = thread_rows + tid * max_rows;
     float* score_cache = f16 ? score_cache_all + tid * max_rows * static_cast<size_t>(score_keys) : nullptr;
     // Row r = (token t0 + r / G, query head g * G + r % G).
     for (int r = 0; r < nrows; ++r) qrows[r] = q + ((t0 + r / G) * p.n_head + g * G + r % G) * hd;
+#if SNAPKV_ATTN_AVX512
+    const bool packed = !exact_dot && hd % 8 == 0;
+    if (packed) pack_q_pairs(qrows, nrows, hd, qpack);
+#else
+    const bool packed = false;
+#endif
 
     const KVHeadCache& hc = cache.heads[static_cast<size_t>(g)];
     const int32_t* P = hc.pos_data();
@@ -120,7 +127,7 @@ void attention_prefill(const AttentionParams& p, const float* q, const int32_t* 
           for (int j = 0; j < nk; ++j)
             dst[r * stride + j] = dot_f32_acc64(qrows[r], Kb + static_cast<size_t>(j) * hd, hd);
       } else {
-        qk_tile(qrows, nrows, Kb, nk, hd, dst, static_cast<int>(stride));
+        qk_tile(qrows, nrows, Kb, nk, hd, dst, static_cast<int>(stride), packed ? qpack : nullptr);
       }
     };
     // dst[r * stride + j] = scale * q_r . k_j with the causal / sliding-window mask (-inf).

@@ -51,6 +51,18 @@ TEST(PrefillTiles, QKTileEqualsTheEightLaneDotBitForBit) {
         // Columns past nk are not written.
         for (int r = 0; r < nr; ++r)
           for (int j = nk; j < stride; ++j) EXPECT_EQ(s[static_cast<size_t>(r * stride + j)], -1.0f);
+#if SNAPKV_ATTN_AVX512
+        // The same with the 4-row groups' queries packed (the prefill's path): the same bits.
+        if (hd % 8 == 0) {
+          std::vector<float> packed(static_cast<size_t>(nr / 4 * 4 * hd) + 1);
+          pack_q_pairs(rows.data(), nr, hd, packed.data());
+          std::vector<float> s2(s.size(), -1.0f);
+          qk_tile(rows.data(), nr, k.data(), nk, hd, s2.data(), stride, packed.data());
+          for (size_t i = 0; i < s.size(); ++i)
+            ASSERT_TRUE(same_bits(s2[i], s[i]))
+                << "packed: hd " << hd << " rows " << nr << " keys " << nk << " at " << i;
+        }
+#endif
       }
     }
   }
