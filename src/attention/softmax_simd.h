@@ -150,10 +150,6 @@ inline void mask_scale_row(float* s, int n, const int32_t* kpos, int64_t qp, int
   }
 }
 
-/// mask_scale_row(s, n, kpos, qp, window, scale), then returns row_max(s, n): one pass over the
-/// row when every key is visible (the common case), with the same products and the same maximum.
-inline float mask_scale_max_row(float* s, int n, const int32_t* kpos, int64_t qp, int window, float scale);
-
 /// max_j s[j] (-inf for an all-masked row).
 inline float row_max(const float* s, int n) {
   int j = 0;
@@ -171,6 +167,8 @@ inline float row_max(const float* s, int n) {
   return m;
 }
 
+/// mask_scale_row(s, n, kpos, qp, window, scale), then returns row_max(s, n): one pass over the
+/// row when every key is visible (the common case), with the same products and the same maximum.
 inline float mask_scale_max_row(float* s, int n, const int32_t* kpos, int64_t qp, int window, float scale) {
 #if SNAPKV_ATTN_AVX512
   if (n >= 8 && kpos[n - 1] <= qp && (window <= 0 || qp - kpos[0] < window)) {

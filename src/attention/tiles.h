@@ -74,8 +74,8 @@ inline __m512 hsum8_x2(const __m512* a) {
   return _mm512_maskz_shuffle_f32x4(0xFFFF, h, h, _MM_SHUFFLE(3, 1, 2, 0));
 }
 
-/// Packs the query rows of qk_tile's 4-row groups for qk_rows4_8keys_packed: group g (rows 4g ..
-/// 4g + 3, g < nr / 4), pair p (rows 4g + 2p and 4g + 2p + 1) occupies dst[(2g + p) * 2 hd ..) as
+/// Packs the query rows of qk_tile's 4-row groups for qk_rows4_8keys: group g (rows 4g .. 4g + 3,
+/// g < nr / 4), pair p (rows 4g + 2p and 4g + 2p + 1) occupies dst[(2g + p) * 2 hd ..) as
 /// [hd / 8][16]: the pair's 8-dim pieces side by side, as one 16-lane register holds them
 /// (nr / 4 * 4 * hd floats; hd % 8 == 0).
 inline void pack_q_pairs(const float* const* q, int nr, int hd, float* dst) {
@@ -92,16 +92,13 @@ inline void pack_q_pairs(const float* const* q, int nr, int hd, float* dst) {
     }
 }
 
-/// qk_rows_8keys for 4 rows: rows (0, 1) and (2, 3) share a 16-lane register (lanes 0-7 / 8-15)
-/// and each 8-dim piece of a key row is broadcast to both halves, so per 8 dims 4 query loads and
-/// 8 key loads feed 16 FMAs of 16 lanes (the 2-row ymm tile: 10 loads for 16 FMAs of 8 lanes).
-/// Each lane accumulates what dot8's lane does; hsum8_x2 reduces as hsum8. (Masked forms of the
-/// shuffles, as low8/high8: GCC 12 warns about the unmasked ones' undefined source.)
-/// kPacked: the group's pairs come packed by pack_q_pairs in qp (q unused), read with one plain 16-lane load per
-/// pair and 8 dims instead of two half-broadcasts (1.2x on Zen 4 in a stand-alone loop).
-template <bool kPacked>
-inline void qk_rows4_8keys(const float* const* q, const float* qp, const float* K, int nk8, int hd, float* S,
-                           int s_stride) {
+/// qk_rows_8keys for 4 rows packed by pack_q_pairs (qp: the group's 4 hd floats): rows (0, 1) and
+/// (2, 3) share a 16-lane register (lanes 0-7 / 8-15) and each 8-dim piece of a key row is
+/// broadcast to both halves, so per 8 dims 2 query loads and 8 key loads feed 16 FMAs of 16 lanes
+/// (the 2-row ymm tile: 10 loads for 16 FMAs of 8 lanes). Each lane accumulates what dot8's lane
+/// does; hsum8_x2 reduces as hsum8. (Masked forms of the shuffles, as low8/high8: GCC 12 warns
+/// about the unmasked ones' undefined source.)
+inline void qk_rows4_8keys(const float* qp, const float* K, int nk8, int hd, float* S, int s_stride) {
   for (int j = 0; j < nk8; j += 8) {
     const float* k0 = K + static_cast<size_t>(j) * hd;
     __m512 a[2][8];
@@ -110,10 +107,7 @@ inline void qk_rows4_8keys(const float* const* q, const float* qp, const float* 
     for (int d = 0; d < hd; d += 8) {
       __m512 x[2];
       for (int p = 0; p < 2; ++p)
-        x[p] = kPacked ? _mm512_loadu_ps(qp + static_cast<size_t>(p) * 2 * static_cast<size_t>(hd) + 2 * d)
-                       : _mm512_castpd_ps(_mm512_mask_broadcast_f64x4(
-                             _mm512_maskz_broadcast_f64x4(0x0F, _mm256_castps_pd(_mm256_loadu_ps(q[2 * p] + d))), 0xF0,
-                             _mm256_castps_pd(_mm256_loadu_ps(q[2 * p + 1] + d))));
+        x[p] = _mm512_loadu_ps(qp + static_cast<size_t>(p) * 2 * static_cast<size_t>(hd) + 2 * d);
       for (int k = 0; k < 8; ++k) {
         const __m512 y = _mm512_castpd_ps(_mm512_maskz_broadcast_f64x4(
             0xFF, _mm256_castps_pd(_mm256_loadu_ps(k0 + static_cast<size_t>(k) * hd + d))));
@@ -160,24 +154,20 @@ inline void pv_rows_512(const float* P, int p_stride, const float* V, int nk, in
 #endif
 
 /// S[r * s_stride + j] = dot(q[r], K[j]) for r < nr, j < nk; q[r] = qrows[r] (hd floats each),
-/// K rows contiguous [nk][hd]. Register-blocked when hd % 8 == 0: 4 rows x 8 keys with AVX-512's
-/// 32 registers (qk_rows4_8keys; 2 and 1 rows for the rest), else 2 rows x 4 keys (AVX2), so each
-/// loaded vector feeds several FMAs; f32 accumulation, every score bit for bit dot8's. qpack (may
-/// be null; AVX-512, hd % 8 == 0): pack_q_pairs(qrows, nr, hd, qpack), read by the 4-row groups
-/// instead of qrows (the same bits).
+/// K rows contiguous [nk][hd]. Register-blocked when hd % 8 == 0: with AVX-512's 32 registers 4
+/// rows x 8 keys when qpack = pack_q_pairs(qrows, nr, hd, ...) is given (qk_rows4_8keys), 2 and 1
+/// rows x 8 keys for the rest or without it (qk_rows_8keys); else 2 rows x 4 keys (AVX2). Each
+/// loaded vector feeds several FMAs; f32 accumulation, every score bit for bit dot8's.
 inline void qk_tile(const float* const* qrows, int nr, const float* K, int nk, int hd, float* S, int s_stride,
                     const float* qpack = nullptr) {
 #if SNAPKV_ATTN_AVX512
   if (hd % 8 == 0) {
     const int nk8 = nk / 8 * 8;
     int r = 0;
-    for (; r + 4 <= nr; r += 4) {
-      float* Sr = S + static_cast<size_t>(r) * s_stride;
-      if (qpack != nullptr)
-        qk_rows4_8keys<true>(nullptr, qpack + static_cast<size_t>(r) * hd, K, nk8, hd, Sr, s_stride);
-      else
-        qk_rows4_8keys<false>(qrows + r, nullptr, K, nk8, hd, Sr, s_stride);
-    }
+    if (qpack != nullptr)
+      for (; r + 4 <= nr; r += 4)
+        qk_rows4_8keys(qpack + static_cast<size_t>(r) * hd, K, nk8, hd, S + static_cast<size_t>(r) * s_stride,
+                       s_stride);
     for (; r + 2 <= nr; r += 2)
       qk_rows_8keys<2>(qrows + r, K, nk8, hd, S + static_cast<size_t>(r) * s_stride, s_stride);
     if (r < nr) qk_rows_8keys<1>(qrows + r, K, nk8, hd, S + static_cast<size_t>(r) * s_stride, s_stride);
