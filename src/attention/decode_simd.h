@@ -25,11 +25,11 @@
 namespace snapkv::attn {
 
 /// Software prefetch of a split's K and V rows, spread over the block's work: the score tile of
-/// keys [j, j + nj) asks for the K rows [j, j + nj) counted from `k`, and the weighted sum of key
-/// j asks for V row j counted from `v` (rows of k_rb / v_rb bytes; only rows below n_k / n_v, the
-/// rows the split still has). run_split points k and v a fixed number of rows ahead of the block
-/// (kPrefetchKeys / kPrefetchValues in decode.cpp), so the rows are in L2 when the tiles reach
-/// them. Builds without the AVX-512 tiles ask for a whole block at once. Measured on the Intel
+/// keys [j, j + nj) asks for the K rows [j, j + nj) counted from `k`, and each column pass of the
+/// weighted sum asks, at key j, for the bytes of V row j (counted from `v`) that the same pass
+/// reads (rows of k_rb / v_rb bytes; only rows below n_k / n_v, the rows the split still has). run_split points k and v
+/// a fixed number of rows ahead of the block (kPrefetchKeys / kPrefetchValues in decode.cpp), so the rows are in L2
+/// when the tiles reach them. Builds without the AVX-512 tiles ask for a whole block at once. Measured on the Intel
 /// host: one burst per block gained 1.0-1.5x, this spread form 1.02-1.29x more (docs/benchmarks.md,
 /// "Decode attention: prefetch spread over the block").
 struct KVPrefetch {
@@ -43,8 +43,10 @@ struct KVPrefetch {
     const int e = std::min(j + nj, n_k);
     if (j < e) prefetch_l2(k + static_cast<size_t>(j) * k_rb, static_cast<size_t>(e - j) * k_rb);
   }
-  void values(int j) const {
-    if (j < n_v) prefetch_l2(v + static_cast<size_t>(j) * v_rb, v_rb);
+  void values(int j) const { values(j, 0, v_rb); }
+  /// Bytes [b0, b1) of V row j (b0 < b1 <= v_rb).
+  void values(int j, size_t b0, size_t b1) const {
+    if (j < n_v) prefetch_l2(v + static_cast<size_t>(j) * v_rb + b0, b1 - b0);
   }
 };
 
@@ -257,15 +259,15 @@ inline void scores_tile(const float* const* q, const Rows& K, int hd, float scal
 
 /// acc[h][d0 .. d0 + 16 * NV) += sum_j P[h * p_stride + j] * V[j][d0 .. d0 + 16 * NV) for h < NH,
 /// j ascending: NH x NV accumulators stay in registers over the block.
-/// pf (may be null): asks for the value rows ahead, one per key (KVPrefetch).
+/// pf (may be null): asks for bytes [pb0, pb1) of the value rows ahead, one row per key (KVPrefetch).
 template <int NH, int NV, typename Rows>
 inline void pv_tile(const float* P, int p_stride, const Rows& V, int nk, int d0, float* const* acc,
-                    const KVPrefetch* pf) {
+                    const KVPrefetch* pf, size_t pb0, size_t pb1) {
   __m512 a[NH][NV];
   for (int h = 0; h < NH; ++h)
     for (int v = 0; v < NV; ++v) a[h][v] = _mm512_loadu_ps(acc[h] + d0 + 16 * v);
   for (int j = 0; j < nk; ++j) {
-    if (pf) pf->values(j);
+    if (pf) pf->values(j, pb0, pb1);
     __m512 x[NV];
     if constexpr (Rows::kBlocks && NV % 2 == 0) {  // whole 32-element blocks (d0 % 32 == 0)
       for (int v = 0; v < NV; v += 2) V.load2x16(j, d0 + 16 * v, x[v], x[v + 1]);
@@ -310,14 +312,22 @@ inline void scores_heads(const float* const* q, const Rows& K, int nk, int hd, f
   }
 }
 
-/// The first 64- or 16-column pass over the block asks pf for the value rows (so with hd >= 16;
-/// an hd 8 row never prefetches); the others pass null.
+/// The block's columns in passes of 64, then 16, then 8. Each 64- or 16-column pass asks pf for
+/// the bytes of the value rows ahead that it reads itself (the 8-column tail's with the pass before
+/// it; an hd 8 row never prefetches), so the requests are spread over the whole weighted sum.
+/// Asking for whole rows in the first pass only left Gemma 3's shape (head_dim 256: four passes)
+/// waiting on memory: 1.2x slower from DRAM (docs/benchmarks.md, "Decode attention: value
+/// prefetch per column pass").
 template <int NH, typename Rows>
 inline void pv_heads(const float* P, int p_stride, const Rows& V, int nk, int hd, float* const* acc,
                      const KVPrefetch* pf) {
+  const size_t rb = pf ? pf->v_rb : 0;
+  // Where column d1 starts in a row, in bytes (rows of every type store their columns in order);
+  // the row's end once only the 8-column tail is left.
+  auto bytes_to = [&](int d1) { return d1 >= hd - 8 ? rb : static_cast<size_t>(d1) * rb / static_cast<size_t>(hd); };
   int d = 0;
-  for (; d + 64 <= hd; d += 64) pv_tile<NH, 4>(P, p_stride, V, nk, d, acc, d == 0 ? pf : nullptr);
-  for (; d + 16 <= hd; d += 16) pv_tile<NH, 1>(P, p_stride, V, nk, d, acc, d == 0 ? pf : nullptr);
+  for (; d + 64 <= hd; d += 64) pv_tile<NH, 4>(P, p_stride, V, nk, d, acc, pf, bytes_to(d), bytes_to(d + 64));
+  for (; d + 16 <= hd; d += 16) pv_tile<NH, 1>(P, p_stride, V, nk, d, acc, pf, bytes_to(d), bytes_to(d + 16));
   if (d < hd) pv_tile8<NH>(P, p_stride, V, nk, d, acc);
 }
 
