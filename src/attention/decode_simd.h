@@ -44,9 +44,9 @@ struct KVPrefetch {
     if (j < e) prefetch_l2(k + static_cast<size_t>(j) * k_rb, static_cast<size_t>(e - j) * k_rb);
   }
   void values(int j) const { values(j, 0, v_rb); }
-  /// Bytes [b0, b1) of V row j (b0 < b1 <= v_rb).
+  /// Bytes [b0, b1) of V row j (b1 <= v_rb; nothing when b0 >= b1).
   void values(int j, size_t b0, size_t b1) const {
-    if (j < n_v) prefetch_l2(v + static_cast<size_t>(j) * v_rb + b0, b1 - b0);
+    if (j < n_v && b0 < b1) prefetch_l2(v + static_cast<size_t>(j) * v_rb + b0, b1 - b0);
   }
 };
 
@@ -313,11 +313,12 @@ inline void scores_heads(const float* const* q, const Rows& K, int nk, int hd, f
 }
 
 /// The block's columns in passes of 64, then 16, then 8. Each 64- or 16-column pass asks pf for
-/// the bytes of the value rows ahead that it reads itself (the 8-column tail's with the pass before
-/// it; an hd 8 row never prefetches), so the requests are spread over the whole weighted sum.
-/// Asking for whole rows in the first pass only left Gemma 3's shape (head_dim 256: four passes)
-/// waiting on memory: 1.2x slower from DRAM (docs/benchmarks.md, "Decode attention: value
-/// prefetch per column pass").
+/// the byte range of the value rows ahead that holds its columns (the 8-column tail's with the
+/// pass before it; an hd 8 row never prefetches; whole 64-byte lines, so neighbouring passes may
+/// ask for a shared line, e.g. a quantized block's scale, twice), so the requests are spread over
+/// the whole weighted sum. Asking for whole rows in the first pass only left Gemma 3's shape
+/// (head_dim 256: four passes) waiting on memory: 1.23-1.42x slower from DRAM (docs/benchmarks.md,
+/// "Decode attention: value prefetch per column pass").
 template <int NH, typename Rows>
 inline void pv_heads(const float* P, int p_stride, const Rows& V, int nk, int hd, float* const* acc,
                      const KVPrefetch* pf) {
