@@ -26,12 +26,13 @@ namespace snapkv::attn {
 
 /// Software prefetch of a split's K and V rows, spread over the block's work: the score tile of
 /// keys [j, j + nj) asks for the K rows [j, j + nj) counted from `k`, and each column pass of the
-/// weighted sum asks, at key j, for the bytes of V row j (counted from `v`) that the same pass
-/// reads (rows of k_rb / v_rb bytes; only rows below n_k / n_v, the rows the split still has). run_split points k and v
-/// a fixed number of rows ahead of the block (kPrefetchKeys / kPrefetchValues in decode.cpp), so the rows are in L2
-/// when the tiles reach them. Builds without the AVX-512 tiles ask for a whole block at once. Measured on the Intel
-/// host: one burst per block gained 1.0-1.5x, this spread form 1.02-1.29x more (docs/benchmarks.md,
-/// "Decode attention: prefetch spread over the block").
+/// weighted sum asks, at key j, for the bytes of V row j (counted from `v`) that hold the pass's
+/// columns (rows of k_rb / v_rb bytes; only rows below n_k / n_v, the rows the split still has).
+/// run_split points k and v a fixed number of rows ahead of the block (kPrefetchKeys /
+/// kPrefetchValues in decode.cpp), so the rows are in L2 when the tiles reach them. Builds without
+/// the AVX-512 tiles ask for a whole block at once. Measured on the Intel host: one burst per block
+/// gained 1.0-1.5x, this spread form 1.02-1.29x more (docs/benchmarks.md, "Decode attention:
+/// prefetch spread over the block").
 struct KVPrefetch {
   const char* k = nullptr;
   const char* v = nullptr;
