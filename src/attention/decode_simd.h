@@ -221,7 +221,7 @@ inline __m512 query16(const float* q) {
 /// the accumulation of dot_f32 / dot_f32_f16 (see the file comment; the 8-element tail goes to
 /// lanes 0-7 only), one register per (head, key); tiles of 8 or more pairs reduce with hsum16 (core/hsum16.h).
 template <int NH, int NJ, typename Rows>
-inline void scores_tile(const float* const* q, const Rows& K, int hd, float scale, float* S, int s_stride) {
+[[gnu::always_inline]] inline void scores_tile(const float* const* q, const Rows& K, int hd, float scale, float* S, int s_stride) {
   static_assert(NH * NJ <= 16);
   __m512 acc[16];
   for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
@@ -274,7 +274,7 @@ inline void scores_tile(const float* const* q, const Rows& K, int hd, float scal
 /// j ascending: NH x NV accumulators stay in registers over the block.
 /// pf (may be null): asks for bytes [pb0, pb1) of the value rows ahead, one row per key (KVPrefetch).
 template <int NH, int NV, typename Rows>
-inline void pv_tile(const float* P, int p_stride, const Rows& V, int nk, int d0, float* const* acc,
+[[gnu::always_inline]] inline void pv_tile(const float* P, int p_stride, const Rows& V, int nk, int d0, float* const* acc,
                     const KVPrefetch* pf, size_t pb0, size_t pb1) {
   __m512 a[NH][NV];
   for (int h = 0; h < NH; ++h)
