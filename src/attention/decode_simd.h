@@ -209,8 +209,9 @@ struct Q4Rows {
 /// empty asm statement hides the value from GCC, which otherwise folds the load into each of the
 /// NJ FMAs as a memory operand: NH x NJ 512-bit loads per 16 columns instead of NH. Zen 4 loads
 /// one 512-bit vector per cycle and issues one 512-bit FMA per cycle, so the folded form made the
-/// score tile wait on loads (Gemma 3's shape: the scores of a cache-resident block 1.6x faster
-/// with one load, docs/benchmarks.md, "Decode attention: one query load per score tile").
+/// score tile wait on loads (Gemma 3's shape, cache-resident: the score tiles alone 1.65x faster
+/// in a stand-alone loop, the whole decode kernel 1.09-1.10x; docs/benchmarks.md, "Decode
+/// attention: one query load per score tile").
 inline __m512 query16(const float* q) {
   __m512 v = _mm512_loadu_ps(q);
   asm("" : "+v"(v));
@@ -221,7 +222,8 @@ inline __m512 query16(const float* q) {
 /// the accumulation of dot_f32 / dot_f32_f16 (see the file comment; the 8-element tail goes to
 /// lanes 0-7 only), one register per (head, key); tiles of 8 or more pairs reduce with hsum16 (core/hsum16.h).
 template <int NH, int NJ, typename Rows>
-[[gnu::always_inline]] inline void scores_tile(const float* const* q, const Rows& K, int hd, float scale, float* S, int s_stride) {
+[[gnu::always_inline]] inline void scores_tile(const float* const* q, const Rows& K, int hd, float scale, float* S,
+                                               int s_stride) {
   static_assert(NH * NJ <= 16);
   __m512 acc[16];
   for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
@@ -274,8 +276,8 @@ template <int NH, int NJ, typename Rows>
 /// j ascending: NH x NV accumulators stay in registers over the block.
 /// pf (may be null): asks for bytes [pb0, pb1) of the value rows ahead, one row per key (KVPrefetch).
 template <int NH, int NV, typename Rows>
-[[gnu::always_inline]] inline void pv_tile(const float* P, int p_stride, const Rows& V, int nk, int d0, float* const* acc,
-                    const KVPrefetch* pf, size_t pb0, size_t pb1) {
+[[gnu::always_inline]] inline void pv_tile(const float* P, int p_stride, const Rows& V, int nk, int d0,
+                                           float* const* acc, const KVPrefetch* pf, size_t pb0, size_t pb1) {
   __m512 a[NH][NV];
   for (int h = 0; h < NH; ++h)
     for (int v = 0; v < NV; ++v) a[h][v] = _mm512_loadu_ps(acc[h] + d0 + 16 * v);
