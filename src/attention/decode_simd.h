@@ -205,19 +205,6 @@ struct Q4Rows {
   Q4Rows from(int j) const { return {p + static_cast<size_t>(j) * rb, rb}; }
 };
 
-/// 16 query elements from q, loaded once into a register for the NJ FMAs of a score tile. The
-/// empty asm statement hides the value from GCC, which otherwise folds the load into each of the
-/// NJ FMAs as a memory operand: NH x NJ 512-bit loads per 16 columns instead of NH. Zen 4 loads
-/// one 512-bit vector per cycle and issues one 512-bit FMA per cycle, so the folded form made the
-/// score tile wait on loads (Gemma 3's shape, cache-resident: the score tiles alone 1.65x faster
-/// in a stand-alone loop, the whole decode kernel 1.09-1.10x; docs/benchmarks.md, "Decode
-/// attention: one query load per score tile").
-inline __m512 query16(const float* q) {
-  __m512 v = _mm512_loadu_ps(q);
-  asm("" : "+v"(v));
-  return v;
-}
-
 /// S[h * s_stride + j] = scale * dot(q[h], K[j]) for h < NH, j < NJ, NH * NJ <= 16 (hd % 8 == 0):
 /// the accumulation of dot_f32 / dot_f32_f16 (see the file comment; the 8-element tail goes to
 /// lanes 0-7 only), one register per (head, key); tiles of 8 or more pairs reduce with hsum16 (core/hsum16.h).
@@ -237,11 +224,11 @@ template <int NH, int NJ, typename Rows>
       __m512 lo[NJ], hi[NJ];
       for (int j = 0; j < NJ; ++j) K.load2x16(j, d, lo[j], hi[j]);
       for (int h = 0; h < NH; ++h) {
-        const __m512 qv = query16(q[h] + d);
+        const __m512 qv = load16_in_register(q[h] + d);
         for (int j = 0; j < NJ; ++j) acc[h * NJ + j] = _mm512_fmadd_ps(qv, lo[j], acc[h * NJ + j]);
       }
       for (int h = 0; h < NH; ++h) {
-        const __m512 qv = query16(q[h] + d + 16);
+        const __m512 qv = load16_in_register(q[h] + d + 16);
         for (int j = 0; j < NJ; ++j) acc[h * NJ + j] = _mm512_fmadd_ps(qv, hi[j], acc[h * NJ + j]);
       }
     }
@@ -250,7 +237,7 @@ template <int NH, int NJ, typename Rows>
     __m512 kv[NJ];
     for (int j = 0; j < NJ; ++j) kv[j] = K.load16(j, d);
     for (int h = 0; h < NH; ++h) {
-      const __m512 qv = query16(q[h] + d);
+      const __m512 qv = load16_in_register(q[h] + d);
       for (int j = 0; j < NJ; ++j) acc[h * NJ + j] = _mm512_fmadd_ps(qv, kv[j], acc[h * NJ + j]);
     }
   }

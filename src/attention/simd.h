@@ -38,6 +38,19 @@ inline float hsum(__m256 v) {
 /// Lanes 0-7 and 8-15 (masked extracts: GCC 12 warns about the unmasked ones' undefined source).
 inline __m256 low8(__m512 v) { return _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xFF, _mm512_castps_pd(v), 0)); }
 inline __m256 high8(__m512 v) { return _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xFF, _mm512_castps_pd(v), 1)); }
+
+/// 16 floats from p, loaded once into a register for several FMAs. The empty asm statement hides
+/// the value from GCC, which otherwise folds the load into each FMA that uses it as a memory
+/// operand. Zen 4 loads one 512-bit vector per cycle and issues one 512-bit FMA per cycle, so the
+/// folded form left the tiles waiting on loads (the prefill P.V tile, `pv_rows_512` in tiles.h;
+/// the decode score tile, `scores_tile` in decode_simd.h: Gemma 3's shape, cache-resident, score
+/// tiles alone 1.65x faster in a stand-alone loop, the whole decode kernel 1.09-1.10x;
+/// docs/benchmarks.md, "Decode attention: one query load per score tile").
+inline __m512 load16_in_register(const float* p) {
+  __m512 v = _mm512_loadu_ps(p);
+  asm("" : "+v"(v));
+  return v;
+}
 #endif
 
 /// sum_i a[i] * b[i], f32 accumulation.

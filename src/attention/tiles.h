@@ -134,11 +134,10 @@ inline void pv_rows_512(const float* P, int p_stride, const float* V, int nk, in
       for (int k = 0; k < 4; ++k) a[r][k] = _mm512_loadu_ps(acc + static_cast<size_t>(r) * hd + d + 16 * k);
     const float* v = V + d;
     for (int j = 0; j < nk; ++j, v += hd) {
-      __m512 v0 = _mm512_loadu_ps(v), v1 = _mm512_loadu_ps(v + 16);
-      __m512 v2 = _mm512_loadu_ps(v + 32), v3 = _mm512_loadu_ps(v + 48);
-      // Keeps the four value vectors in registers: GCC otherwise folds each load into every row's
-      // FMA (4 R loads per key instead of 4, which made this loop load-bound on Zen 4).
-      asm("" : "+v"(v0), "+v"(v1), "+v"(v2), "+v"(v3));
+      // The four value vectors in registers: folded into every row's FMA they would be 4 R loads
+      // per key instead of 4 (load-bound on Zen 4).
+      const __m512 v0 = load16_in_register(v), v1 = load16_in_register(v + 16);
+      const __m512 v2 = load16_in_register(v + 32), v3 = load16_in_register(v + 48);
       for (int r = 0; r < R; ++r) {
         const __m512 w = _mm512_set1_ps(P[static_cast<size_t>(r) * p_stride + j]);
         a[r][0] = _mm512_fmadd_ps(w, v0, a[r][0]);
