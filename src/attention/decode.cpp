@@ -217,18 +217,20 @@ DecodeWorkspace::DecodeWorkspace(const AttentionParams& shape, int64_t max_rows)
   j_begin_.resize(rg);
   j_end_.resize(rg);
   task_off_.resize(rg + 1);
+  task_key_.resize(rg * kMaxSplits + 1);
 }
 
 size_t DecodeWorkspace::bytes() const {
   return sizeof(float) * (partial_.size() + q16_.size() + quant_tile_.size()) +
-         sizeof(int64_t) * (j_begin_.size() + j_end_.size() + task_off_.size());
+         sizeof(int64_t) * (j_begin_.size() + j_end_.size() + task_off_.size() + task_key_.size());
 }
 
 size_t DecodeWorkspace::bytes_for(const AttentionParams& shape, int64_t max_rows) {
   const auto R = static_cast<size_t>(max_rows);
   const auto nh = static_cast<size_t>(shape.n_head);
   const auto hd = static_cast<size_t>(shape.head_dim);
-  return 4 * R * nh * (kMaxSplits * (hd + 2) + hd) + 8 * (3 * R * static_cast<size_t>(shape.n_head_kv) + 1);
+  const size_t rg = R * static_cast<size_t>(shape.n_head_kv);
+  return 4 * R * nh * (kMaxSplits * (hd + 2) + hd) + 8 * (3 * rg + 1) + 8 * (rg * kMaxSplits + 1);
 }
 
 void attention_decode(const AttentionParams& p, std::span<const DecodeQuery> rows, DecodeWorkspace& ws, int n_threads) {
@@ -283,6 +285,17 @@ void attention_decode(const AttentionParams& p, std::span<const DecodeQuery> row
 
   const int64_t n_rg = R * Hkv;
   const int64_t n_tasks = off[n_rg];
+  // Keys of the tasks before each task (its split's length; the last split of a head may be
+  // shorter): the threads' shares below.
+  int64_t* task_key = ws.task_key_.data();
+  task_key[0] = 0;
+  for (int64_t i = 0; i < n_rg; ++i) {
+    const int64_t len = DecodeWorkspace::split_keys(JE[i] - JB[i]);
+    for (int64_t t = off[i]; t < off[i + 1]; ++t) {
+      const int64_t j0 = JB[i] + (t - off[i]) * len;
+      task_key[t + 1] = task_key[t] + (std::min(JE[i], j0 + len) - j0);
+    }
+  }
   const bool par = n_threads > 1 && n_tasks > 1 && visible * G * hd >= kParallelMinWork;
   float* partial = ws.partial_.data();
   const size_t slot = static_cast<size_t>(hd) + 2;
@@ -295,8 +308,20 @@ void attention_decode(const AttentionParams& p, std::span<const DecodeQuery> row
 
 #pragma omp parallel num_threads(n_threads) if (par)
   {
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t task = 0; task < n_tasks; ++task) {
+    // Thread t runs the tasks whose first key (counted over all tasks, in task order) lies in
+    // [total * t / T, total * (t + 1) / T): about equal keys per thread, and consecutive splits of a
+    // head on one thread, so that its K and V reads run on through the split boundaries. Handing
+    // out one task at a time (schedule(dynamic, 1)) had the two threads read neighbouring splits:
+    // decode at 16K tokens of the SmolLM2-shaped model ran at 42.6-50.8 tok/s against 53.7-55.4
+    // this way (4 alternating pairs; docs/benchmarks.md, "Decode attention: each thread's splits
+    // in one piece"). The output does not depend on which thread runs a task.
+    const int64_t total = task_key[n_tasks];
+    const auto n_team = static_cast<int64_t>(omp_get_num_threads());
+    const auto me = static_cast<int64_t>(omp_get_thread_num());
+    const int64_t* first = std::lower_bound(task_key, task_key + n_tasks, total * me / n_team);
+    const int64_t* last = me + 1 == n_team ? task_key + n_tasks
+                                           : std::lower_bound(task_key, task_key + n_tasks, total * (me + 1) / n_team);
+    for (int64_t task = first - task_key; task < last - task_key; ++task) {
       const int64_t i = std::upper_bound(off, off + n_rg + 1, task) - off - 1;
       const int64_t r = i / Hkv;
       const int g = static_cast<int>(i % Hkv);
@@ -317,6 +342,7 @@ void attention_decode(const AttentionParams& p, std::span<const DecodeQuery> row
         run_split<float>(p, rows[static_cast<size_t>(r)].q, hc, g, j0, j1, split, false, part, nullptr);
       }
     }
+#pragma omp barrier
     // Combine the splits of every (row, query head), in split order.
 #pragma omp for schedule(static)
     for (int64_t rh = 0; rh < R * p.n_head; ++rh) {

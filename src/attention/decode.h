@@ -64,6 +64,7 @@ class DecodeWorkspace {
   size_t bytes() const;
   /// 4 * R * n_head * (kMaxSplits * (head_dim + 2) + head_dim)   (split partials, F16-rounded q)
   /// + 8 * (3 * R * n_head_kv + 1)                                 (visible ranges, task offsets)
+  /// + 8 * (R * n_head_kv * kMaxSplits + 1)                        (keys before each task)
   /// with R = max_rows.
   static size_t bytes_for(const AttentionParams& shape, int64_t max_rows);
 
@@ -81,15 +82,18 @@ class DecodeWorkspace {
   std::vector<int64_t> j_begin_;   ///< [R][n_head_kv] first visible entry
   std::vector<int64_t> j_end_;     ///< [R][n_head_kv] one past the last visible entry
   std::vector<int64_t> task_off_;  ///< [R * n_head_kv + 1] first task of each (row, KV head)
+  std::vector<int64_t> task_key_;  ///< [R * n_head_kv * kMaxSplits + 1] keys of all tasks before each task
   std::vector<float> quant_tile_;  ///< uses_tile() caches: [threads][2][kKeyBlock][head_dim] dequantized K, V
 };
 
 /// Decode attention of rows (each one query token of its own sequence) of one layer, parallel over
 /// (row, KV head, split) tasks on n_threads OpenMP threads (one parallel region; run serially when
-/// the work is small). p.window masks, as in attention() (a layer's window is the same for every
-/// sequence; cache->window is not read, so a test may override it). Throws snapkv::Error (naming
-/// the row) for more rows than the workspace holds, a workspace of another shape, null pointers,
-/// a cache whose head count, head_dim or element types do not match, or n_threads < 1.
+/// the work is small). Thread t of T runs the tasks, in order, whose keys start in the t-th T-th of
+/// all the tasks' keys: equal work, and each thread's rows follow one another in memory. p.window
+/// masks, as in attention() (a layer's window is the same for every sequence; cache->window is not
+/// read, so a test may override it). Throws snapkv::Error (naming the row) for more rows than the
+/// workspace holds, a workspace of another shape, null pointers, a cache whose head count, head_dim
+/// or element types do not match, or n_threads < 1.
 void attention_decode(const AttentionParams& p, std::span<const DecodeQuery> rows, DecodeWorkspace& ws, int n_threads);
 
 }  // namespace snapkv

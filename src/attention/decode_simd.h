@@ -399,8 +399,11 @@ inline void pv_block(const float* P, int p_stride, int nh, const T* V, int nk, i
     for (int h = 0; h < nh; ++h) axpy_row(acc[h], P[h * p_stride + j], V + static_cast<size_t>(j) * hd, hd);
 }
 
-/// Writes s[j] = e^(s[j] - m) for j < n and returns their sum (in double); m finite. The
-/// exponentials are exp8()'s (exp_or_zero() without AVX2); the summation order is this function's.
+/// Writes s[j] = e^(s[j] - m) for j < n and returns their sum (in double); m finite and >= every
+/// s[j] (the running maximum of the online softmax). The exponentials are exp8()'s bits
+/// (exp_or_zero() without AVX2): with AVX-512 through exp16_nonpos, whose 19 instructions give
+/// exp16's result for every argument below 88.37, so for every s[j] - m <= 0; the summation
+/// order is this function's.
 inline double exp_sum_block(float* s, int n, float m) {
 #if SNAPKV_ATTN_AVX512
   const __m512 vm = _mm512_set1_ps(m);
@@ -411,13 +414,13 @@ inline double exp_sum_block(float* s, int n, float m) {
   };
   int j = 0;
   for (; j + 16 <= n; j += 16) {
-    const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(s + j), vm));
+    const __m512 e = exp16_nonpos(_mm512_sub_ps(_mm512_loadu_ps(s + j), vm));
     _mm512_storeu_ps(s + j, e);
     add(e);
   }
   if (j < n) {
     const auto k = static_cast<__mmask16>((1u << (n - j)) - 1);
-    const __m512 e = exp16(_mm512_sub_ps(_mm512_mask_loadu_ps(_mm512_set1_ps(kNegInf), k, s + j), vm));
+    const __m512 e = exp16_nonpos(_mm512_sub_ps(_mm512_mask_loadu_ps(_mm512_set1_ps(kNegInf), k, s + j), vm));
     _mm512_mask_storeu_ps(s + j, k, e);
     add(e);
   }

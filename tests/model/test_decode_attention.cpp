@@ -200,7 +200,7 @@ TEST(DecodeAttention, BatchedRowsEqualRowsAlone) {
     }
     seqs[4].pos = seqs[4].cache.heads[0].positions()[0] - 1;  // before every stored key
     const size_t n = seqs.size(), qn = seqs[0].q.size();
-    for (const int threads : {1, 2, 3}) {
+    for (const int threads : {1, 2, 3, 7}) {  // 7: more threads than a share of keys can use
       DecodeWorkspace ws(p, 8);
       std::vector<float> fwd(n * qn, -7.0f), rev(n * qn, -7.0f);
       std::vector<DecodeQuery> rows, rrows;
@@ -256,7 +256,8 @@ TEST(DecodeAttention, WorkspaceSizeDoesNotDependOnTheKeyCount) {
     for (const int64_t R : {1, 16}) {
       DecodeWorkspace ws(p, R);
       const auto r = static_cast<size_t>(R), nh = static_cast<size_t>(p.n_head), hd = static_cast<size_t>(p.head_dim);
-      const size_t want = 4 * r * nh * (16 * (hd + 2) + hd) + 8 * (3 * r * static_cast<size_t>(p.n_head_kv) + 1);
+      const size_t rg = r * static_cast<size_t>(p.n_head_kv);
+      const size_t want = 4 * r * nh * (16 * (hd + 2) + hd) + 8 * (3 * rg + 1) + 8 * (16 * rg + 1);
       EXPECT_EQ(ws.bytes(), want);
       EXPECT_EQ(DecodeWorkspace::bytes_for(p, R), want);
       for (const int64_t nk : {10, 70000}) {
