@@ -987,6 +987,16 @@ http {{
                 out.append((m.group(1), tried[-1] if tried else None, tried, int(m.group(3))))
         return out
 
+    def wait_lines(self, n, timeout=10.0):
+        """log_lines() once it holds at least n lines: nginx writes a request's line after the
+        response's last byte has left, so a client that has read the response may look too soon."""
+        deadline = time.time() + timeout
+        lines = self.log_lines()
+        while len(lines) < n and time.time() < deadline:
+            time.sleep(0.02)
+            lines = self.log_lines()
+        return lines
+
     def stop(self):
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGQUIT)  # graceful: the master stops its workers
@@ -1045,7 +1055,7 @@ def case_nginx(binary):
             status, _, res = ngx_post(ngx, body, None)
             check(status == 200, f"no session key: {status} {res}")
         served = [requests_served(r) - b for r, b in zip(replicas, before)]
-        log = ngx.log_lines()
+        log = ngx.wait_lines(3 * len(keys) + 6)
         check(len(log) == 3 * len(keys) + 6, f"{len(log)} access log lines")
         replica_of = {}
         for key, port, tried, status in log:
@@ -1072,13 +1082,15 @@ def case_nginx(binary):
         r.read()
         conn.close()
         times = []
+        n_log = len(log)  # access log lines so far
         t0 = time.time()
         text, last = stream_text(ngx, sbody, headers={"X-Session-Id": key}, times=times)
         check(text == direct and last["usage"]["completion_tokens"] == 40, f"through nginx {text!r} != {direct!r}")
         spread = times[-1] - times[0]
         print(f"stream through nginx: {len(times)} text chunks over {spread:.2f}s (first after {times[0] - t0:.2f}s)")
         check(len(times) >= 20 and spread >= 0.2, "the stream came through nginx in one burst (buffered?)")
-        check(ngx.log_lines()[-1][1] == home.port, "the stream went to another replica than its key's")
+        n_log += 1
+        check(ngx.wait_lines(n_log)[-1][1] == home.port, "the stream went to another replica than its key's")
 
         # The openai client with the session key as a default header.
         try:
@@ -1091,7 +1103,9 @@ def case_nginx(binary):
                             default_headers={"X-Session-Id": key})
             r = client.completions.create(model="x", prompt=prompt, max_tokens=2, temperature=0)
             check(r.choices[0].text == want_text, f"openai through nginx: {r.choices[0].text!r}")
-            check(ngx.log_lines()[-1][:2] == (key, home.port), f"openai request routed {ngx.log_lines()[-1]}")
+            n_log += 1
+            line = ngx.wait_lines(n_log)[-1]
+            check(line[:2] == (key, home.port), f"openai request routed {line}")
 
         # A replica dies: its keys go to the other replica (nginx tries the next one on the ring).
         dead = replicas[0]
@@ -1099,11 +1113,10 @@ def case_nginx(binary):
         kept = [k for k in keys if replica_of[k] == {replicas[1].port}]
         check(moved and kept, "test set-up: both replicas should own keys")
         check(dead.stop() == 0, "replica exit status")
-        n_log = len(ngx.log_lines())
         for k in moved[:8] + kept[:4]:
             status, _, res = ngx_post(ngx, body, k)
             check(status == 200 and res["choices"][0]["text"] == want_text, f"after a replica died, {k}: {status} {res}")
-        for k, port, tried, status in ngx.log_lines()[n_log:]:
+        for k, port, tried, status in ngx.wait_lines(n_log + len(moved[:8] + kept[:4]))[n_log:]:
             check(port == replicas[1].port, f"after a replica died, {k} answered by {port} (tried {tried})")
         print(f"replica {dead.port} stopped: {len(moved[:8])} of its keys answered by {replicas[1].port}")
     finally:
@@ -1122,7 +1135,11 @@ def ngx_post(ngx, body, key, path="/v1/completions"):
         conn.request("POST", path, body=json.dumps(body), headers=headers)
         r = conn.getresponse()
         data = r.read()
-        return r.status, dict(r.getheaders()), json.loads(data) if data else None
+        try:
+            res = json.loads(data) if data else None
+        except ValueError:  # nginx's own error pages are HTML
+            res = {"raw": data.decode("utf-8", "replace")[:200]}
+        return r.status, dict(r.getheaders()), res
     finally:
         conn.close()
 
