@@ -308,20 +308,31 @@ void attention_decode(const AttentionParams& p, std::span<const DecodeQuery> row
 
 #pragma omp parallel num_threads(n_threads) if (par)
   {
-    // Thread t runs the tasks whose first key (counted over all tasks, in task order) lies in
-    // [total * t / T, total * (t + 1) / T): about equal keys per thread, and consecutive splits of a
-    // head on one thread, so that its K and V reads run on through the split boundaries. Handing
-    // out one task at a time (schedule(dynamic, 1)) had the two threads read neighbouring splits:
-    // decode at 16K tokens of the SmolLM2-shaped model ran at 42.6-50.8 tok/s against 53.7-55.4
-    // this way (4 alternating pairs; docs/benchmarks.md, "Decode attention: each thread's splits
-    // in one piece"). The output does not depend on which thread runs a task.
+    // Thread t of T runs the tasks whose middle key (counted over all tasks, in task order) lies
+    // in [total * t / T, total * (t + 1) / T): about equal keys per thread, and consecutive splits
+    // of a head on one thread, so that its K and V reads run on through the split boundaries.
+    // Handing out one task at a time (schedule(dynamic, 1)) had the two threads read neighbouring
+    // splits: decode at 16K tokens of the SmolLM2-shaped model ran at 42.6-50.8 tok/s against
+    // 53.7-55.4 this way (4 alternating pairs; docs/benchmarks.md, "Decode attention: each
+    // thread's splits in one piece"). The output does not depend on which thread runs a task.
+    // Every task holds a key, so the middles (task_key[i] + task_key[i + 1]) / 2 increase strictly:
+    // the shares are contiguous and cover every task once; compared doubled and times T, exactly.
     const int64_t total = task_key[n_tasks];
     const auto n_team = static_cast<int64_t>(omp_get_num_threads());
     const auto me = static_cast<int64_t>(omp_get_thread_num());
-    const int64_t* first = std::lower_bound(task_key, task_key + n_tasks, total * me / n_team);
-    const int64_t* last = me + 1 == n_team ? task_key + n_tasks
-                                           : std::lower_bound(task_key, task_key + n_tasks, total * (me + 1) / n_team);
-    for (int64_t task = first - task_key; task < last - task_key; ++task) {
+    auto first_task_from = [&](int64_t t) {  // the first task whose middle key is at or after total * t / T
+      int64_t lo = 0, hi = n_tasks;
+      while (lo < hi) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (n_team * (task_key[mid] + task_key[mid + 1]) < 2 * total * t)
+          lo = mid + 1;
+        else
+          hi = mid;
+      }
+      return lo;
+    };
+    const int64_t last = me + 1 == n_team ? n_tasks : first_task_from(me + 1);
+    for (int64_t task = first_task_from(me); task < last; ++task) {
       const int64_t i = std::upper_bound(off, off + n_rg + 1, task) - off - 1;
       const int64_t r = i / Hkv;
       const int g = static_cast<int>(i % Hkv);

@@ -88,12 +88,13 @@ class DecodeWorkspace {
 
 /// Decode attention of rows (each one query token of its own sequence) of one layer, parallel over
 /// (row, KV head, split) tasks on n_threads OpenMP threads (one parallel region; run serially when
-/// the work is small). Thread t of T runs the tasks, in order, whose keys start in the t-th T-th of
-/// all the tasks' keys: equal work, and each thread's rows follow one another in memory. p.window
-/// masks, as in attention() (a layer's window is the same for every sequence; cache->window is not
-/// read, so a test may override it). Throws snapkv::Error (naming the row) for more rows than the
-/// workspace holds, a workspace of another shape, null pointers, a cache whose head count, head_dim
-/// or element types do not match, or n_threads < 1.
+/// the work is small). Thread t of T runs the tasks, in order, whose middle key lies in the t-th
+/// T-th of all the tasks' keys: about equal keys per thread, and a head's consecutive splits (K and
+/// V rows that follow one another in memory) on one thread. p.window masks, as in attention() (a
+/// layer's window is the same for every sequence; cache->window is not read, so a test may override
+/// it). Throws snapkv::Error (naming the row) for more rows than the workspace holds, a workspace of
+/// another shape, null pointers, a cache whose head count, head_dim or element types do not match,
+/// or n_threads < 1.
 void attention_decode(const AttentionParams& p, std::span<const DecodeQuery> rows, DecodeWorkspace& ws, int n_threads);
 
 }  // namespace snapkv

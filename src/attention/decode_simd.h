@@ -399,8 +399,8 @@ inline void pv_block(const float* P, int p_stride, int nh, const T* V, int nk, i
     for (int h = 0; h < nh; ++h) axpy_row(acc[h], P[h * p_stride + j], V + static_cast<size_t>(j) * hd, hd);
 }
 
-/// Writes s[j] = e^(s[j] - m) for j < n and returns their sum (in double); m finite and >= every
-/// s[j] (the running maximum of the online softmax). The exponentials are exp8()'s bits
+/// Writes s[j] = e^(s[j] - m) for j < n and returns their sum (in double); m not NaN and >= every
+/// s[j] that is not NaN (the running maximum of the online softmax). The exponentials are exp8()'s bits
 /// (exp_or_zero() without AVX2): with AVX-512 through exp16_nonpos, whose 19 instructions give
 /// exp16's result for every argument below 88.37, so for every s[j] - m <= 0; the summation
 /// order is this function's.

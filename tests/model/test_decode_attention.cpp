@@ -200,7 +200,7 @@ TEST(DecodeAttention, BatchedRowsEqualRowsAlone) {
     }
     seqs[4].pos = seqs[4].cache.heads[0].positions()[0] - 1;  // before every stored key
     const size_t n = seqs.size(), qn = seqs[0].q.size();
-    for (const int threads : {1, 2, 3, 7}) {  // 7: more threads than a share of keys can use
+    for (const int threads : {1, 2, 3, 7}) {
       DecodeWorkspace ws(p, 8);
       std::vector<float> fwd(n * qn, -7.0f), rev(n * qn, -7.0f);
       std::vector<DecodeQuery> rows, rrows;
@@ -219,6 +219,17 @@ TEST(DecodeAttention, BatchedRowsEqualRowsAlone) {
       for (size_t d = 4 * qn; d < 5 * qn; ++d) EXPECT_EQ(fwd[d], 0.0f);
     }
   }
+}
+
+TEST(DecodeAttention, MoreThreadsThanTasks) {
+  // One row, one KV head of 8 query heads, 600 keys: two split tasks, enough work for the parallel
+  // region; threads whose share holds no task must leave the result as one thread makes it.
+  const DecCase c{1, 8, 64, KVType::F16, 600, 1.0, 0, 0, 2.0f};
+  const AttentionParams p = params(c);
+  const Seq s = make_seq(c, 5);
+  ASSERT_EQ(Split::n_splits(static_cast<int64_t>(s.cache.heads[0].size())), 2);
+  const auto one = run_alone(p, s, 1);
+  for (const int threads : {2, 7, 16}) EXPECT_EQ(run_alone(p, s, threads), one) << "threads " << threads;
 }
 
 TEST(DecodeAttention, QueriesWithoutVisibleKeysGetZeros) {

@@ -981,6 +981,8 @@ http {{
         out = []
         with open(self.access_log) as f:
             for line in f:
+                if not line.endswith("\n"):
+                    break  # a line nginx is still writing
                 m = re.search(r'session="([^"]*)" upstream=(\S+(?:, \S+)*) status=(\d+)', line)
                 check(m, f"access log line {line!r}")
                 tried = [int(a.rsplit(":", 1)[1]) for a in m.group(2).split(", ") if ":" in a]
@@ -995,6 +997,7 @@ http {{
         while len(lines) < n and time.time() < deadline:
             time.sleep(0.02)
             lines = self.log_lines()
+        check(len(lines) >= n, f"nginx's access log has {len(lines)} lines after {timeout} s, expected {n}")
         return lines
 
     def stop(self):
