@@ -192,15 +192,21 @@ void run_split(const AttentionParams& p, const float* q, const KVHeadCache& hc, 
 
 }  // namespace
 
-int DecodeWorkspace::n_splits(int64_t nk) {
+int64_t DecodeWorkspace::min_split_keys(int group, int head_dim) {
+  const int64_t per_key = std::max<int64_t>(1, int64_t{group} * head_dim);
+  return std::clamp<int64_t>(kMinSplitWork / per_key / kKeyBlock * kKeyBlock, kKeyBlock, kMaxMinSplitKeys);
+}
+
+int DecodeWorkspace::n_splits(int64_t nk, int64_t min_keys) {
   if (nk <= 0) return 0;
-  const int64_t len = split_keys(nk);
+  const int64_t len = split_keys(nk, min_keys);
   return static_cast<int>((nk + len - 1) / len);
 }
 
-int64_t DecodeWorkspace::split_keys(int64_t nk) {
+int64_t DecodeWorkspace::split_keys(int64_t nk, int64_t min_keys) {
   if (nk <= 0) return kKeyBlock;
-  const int64_t want = std::clamp<int64_t>((nk + kMinSplitKeys - 1) / kMinSplitKeys, 1, kMaxSplits);
+  min_keys = std::max<int64_t>(1, min_keys);
+  const int64_t want = std::clamp<int64_t>((nk + min_keys - 1) / min_keys, 1, kMaxSplits);
   const int64_t len = (nk + want - 1) / want;
   return (len + kKeyBlock - 1) / kKeyBlock * kKeyBlock;
 }
@@ -249,6 +255,7 @@ void attention_decode(const AttentionParams& p, std::span<const DecodeQuery> row
   const int Hkv = p.n_head_kv;
   const int G = p.n_head / Hkv;
   const int hd = p.head_dim;
+  const int64_t min_keys = DecodeWorkspace::min_split_keys(G, hd);
   const size_t row_q = static_cast<size_t>(p.n_head) * static_cast<size_t>(hd);
   int64_t* JB = ws.j_begin_.data();
   int64_t* JE = ws.j_end_.data();
@@ -275,7 +282,7 @@ void attention_decode(const AttentionParams& p, std::span<const DecodeQuery> row
       JE[i] = attn::upper_index(hc.pos_data(), hc.size(), row.pos);
       JB[i] = p.window > 0 ? attn::lower_index(hc.pos_data(), JE[i], int64_t{row.pos} - p.window + 1) : 0;
       visible += JE[i] - JB[i];
-      off[i + 1] = off[i] + DecodeWorkspace::n_splits(JE[i] - JB[i]);
+      off[i + 1] = off[i] + DecodeWorkspace::n_splits(JE[i] - JB[i], min_keys);
     }
     any_tile = any_tile || uses_tile(c.heads[0].k_type());
     // ggml converts the f32 operand of an F16 mat-mul to F16: round the queries the same way.
@@ -290,7 +297,7 @@ void attention_decode(const AttentionParams& p, std::span<const DecodeQuery> row
   int64_t* task_key = ws.task_key_.data();
   task_key[0] = 0;
   for (int64_t i = 0; i < n_rg; ++i) {
-    const int64_t len = DecodeWorkspace::split_keys(JE[i] - JB[i]);
+    const int64_t len = DecodeWorkspace::split_keys(JE[i] - JB[i], min_keys);
     for (int64_t t = off[i]; t < off[i + 1]; ++t) {
       const int64_t j0 = JB[i] + (t - off[i]) * len;
       task_key[t + 1] = task_key[t] + (std::min(JE[i], j0 + len) - j0);
@@ -338,7 +345,7 @@ void attention_decode(const AttentionParams& p, std::span<const DecodeQuery> row
       const int g = static_cast<int>(i % Hkv);
       const auto split = static_cast<int>(task - off[i]);
       const KVHeadCache& hc = rows[static_cast<size_t>(r)].cache->heads[static_cast<size_t>(g)];
-      const int64_t len = DecodeWorkspace::split_keys(JE[i] - JB[i]);
+      const int64_t len = DecodeWorkspace::split_keys(JE[i] - JB[i], min_keys);
       const int64_t j0 = JB[i] + split * len;
       const int64_t j1 = std::min(JE[i], j0 + len);
       float* part = partial + static_cast<size_t>(r) * row_part;

@@ -13,8 +13,9 @@
 // (Dao, Haziza, Massa & Sizov 2023, Flash-Decoding):
 //   M = max_s m_s;  out = sum_s e^{m_s - M} a_s / sum_s e^{m_s - M} l_s.
 // The number of splits and their boundaries depend only on the head's visible key count nk:
-//   n_split = clamp(ceil(nk / kMinSplitKeys), 1, kMaxSplits), split length = ceil(nk / n_split)
+//   n_split = clamp(ceil(nk / min_keys), 1, kMaxSplits), split length = ceil(nk / n_split)
 //   rounded up to a multiple of kKeyBlock (so n_split may shrink by the rounding),
+// with min_keys = min_split_keys(G, head_dim) (a split holds at least ~kMinSplitWork multiply-adds),
 // never on the thread count or the other rows: a row's output is bit-identical alone or in any
 // batch, and for any thread count. A query with no visible key gets zeros.
 // With an F16 cache the query is rounded to F16 first and the scores use the dot helpers of the
@@ -51,9 +52,12 @@ struct DecodeQuery {
 /// the first call with such rows and that many threads, before its parallel region, and kept. One call at a time.
 class DecodeWorkspace {
  public:
-  static constexpr int kKeyBlock = 64;           ///< keys per online-softmax block; split boundaries are multiples
-  static constexpr int64_t kMinSplitKeys = 512;  ///< a head is split once it sees more keys than this
-  static constexpr int kMaxSplits = 16;          ///< most splits of one (row, KV head)
+  static constexpr int kKeyBlock = 64;  ///< keys per online-softmax block; split boundaries are multiples
+  /// K.Q multiply-adds a split holds at least (G x head_dim per key): the work below which a
+  /// parallel region costs more than it saves (attention_decode runs one-task calls on one thread).
+  static constexpr int64_t kMinSplitWork = int64_t{1} << 18;
+  static constexpr int64_t kMaxMinSplitKeys = 512;  ///< a head is split once it sees more keys than this
+  static constexpr int kMaxSplits = 16;             ///< most splits of one (row, KV head)
 
   /// Throws snapkv::Error for a bad shape or max_rows < 1.
   DecodeWorkspace(const AttentionParams& shape, int64_t max_rows);
@@ -68,10 +72,15 @@ class DecodeWorkspace {
   /// with R = max_rows.
   static size_t bytes_for(const AttentionParams& shape, int64_t max_rows);
 
+  /// Keys a split holds at least when `group` query heads of head_dim share a KV head:
+  /// kMinSplitWork / (group x head_dim) rounded down to whole kKeyBlocks, within [kKeyBlock,
+  /// kMaxMinSplitKeys]. SmolLM2-135M (3 x 64): 512; Gemma 3 270M (4 x 256): 256, so that its
+  /// 512-key sliding windows take two splits (two threads) instead of one.
+  static int64_t min_split_keys(int group, int head_dim);
   /// Splits of a head that sees nk keys (0 for nk = 0), and their length in keys (a multiple of
-  /// kKeyBlock; the last split may be shorter).
-  static int n_splits(int64_t nk);
-  static int64_t split_keys(int64_t nk);
+  /// kKeyBlock; the last split may be shorter); min_keys from min_split_keys().
+  static int n_splits(int64_t nk, int64_t min_keys);
+  static int64_t split_keys(int64_t nk, int64_t min_keys);
 
  private:
   friend void attention_decode(const AttentionParams&, std::span<const DecodeQuery>, DecodeWorkspace&, int);

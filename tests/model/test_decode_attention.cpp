@@ -166,21 +166,31 @@ INSTANTIATE_TEST_SUITE_P(
         DecCase{2, 8, 64, KVType::Q8_0, 1300, 0.9, 40, 100, 2.0f},
         DecCase{1, 3, 64, KVType::Q8_0, 70000, 1.0, 0, 0, 2.0f}));
 
-TEST(DecodeAttention, SplitCountsDependOnlyOnTheKeyCount) {
-  EXPECT_EQ(Split::n_splits(0), 0);
-  EXPECT_EQ(Split::n_splits(1), 1);
-  EXPECT_EQ(Split::n_splits(512), 1);
-  EXPECT_EQ(Split::n_splits(513), 2);
-  EXPECT_EQ(Split::n_splits(8192), 16);
-  EXPECT_EQ(Split::n_splits(70000), 16);
-  for (int64_t nk = 1; nk < 20000; nk += 37) {
-    const int64_t len = Split::split_keys(nk);
-    const int ns = Split::n_splits(nk);
-    EXPECT_EQ(len % Split::kKeyBlock, 0) << nk;
-    EXPECT_GE(ns, 1);
-    EXPECT_LE(ns, Split::kMaxSplits);
-    EXPECT_GE(len * ns, nk) << nk;        // the splits cover every key
-    EXPECT_LT(len * (ns - 1), nk) << nk;  // and none is empty
+TEST(DecodeAttention, SplitCountsDependOnlyOnTheKeyCountAndShape) {
+  EXPECT_EQ(Split::min_split_keys(3, 64), 512);   // SmolLM2-135M: 262144 / 192 = 1365, capped
+  EXPECT_EQ(Split::min_split_keys(4, 256), 256);  // Gemma 3 270M
+  EXPECT_EQ(Split::min_split_keys(8, 128), 256);
+  EXPECT_EQ(Split::min_split_keys(5, 256), 192);  // 204.8, rounded down to whole key blocks
+  EXPECT_EQ(Split::min_split_keys(64, 256), Split::kKeyBlock);
+  EXPECT_EQ(Split::n_splits(0, 512), 0);
+  EXPECT_EQ(Split::n_splits(1, 512), 1);
+  EXPECT_EQ(Split::n_splits(512, 512), 1);
+  EXPECT_EQ(Split::n_splits(513, 512), 2);
+  EXPECT_EQ(Split::n_splits(8192, 512), 16);
+  EXPECT_EQ(Split::n_splits(70000, 512), 16);
+  EXPECT_EQ(Split::n_splits(256, 256), 1);
+  EXPECT_EQ(Split::n_splits(512, 256), 2);  // Gemma 3's sliding window: a split for each of 2 threads
+  EXPECT_EQ(Split::n_splits(4096, 256), 16);
+  for (const int64_t min_keys : {64, 192, 256, 512}) {
+    for (int64_t nk = 1; nk < 20000; nk += 37) {
+      const int64_t len = Split::split_keys(nk, min_keys);
+      const int ns = Split::n_splits(nk, min_keys);
+      EXPECT_EQ(len % Split::kKeyBlock, 0) << nk;
+      EXPECT_GE(ns, 1);
+      EXPECT_LE(ns, Split::kMaxSplits);
+      EXPECT_GE(len * ns, nk) << nk;        // the splits cover every key
+      EXPECT_LT(len * (ns - 1), nk) << nk;  // and none is empty
+    }
   }
 }
 
@@ -222,12 +232,12 @@ TEST(DecodeAttention, BatchedRowsEqualRowsAlone) {
 }
 
 TEST(DecodeAttention, MoreThreadsThanTasks) {
-  // One row, one KV head of 8 query heads, 600 keys: two split tasks, enough work for the parallel
+  // One row, one KV head of 8 query heads, 500 keys: two split tasks, enough work for the parallel
   // region; threads whose share holds no task must leave the result as one thread makes it.
-  const DecCase c{1, 8, 64, KVType::F16, 600, 1.0, 0, 0, 2.0f};
+  const DecCase c{1, 8, 128, KVType::F16, 500, 1.0, 0, 0, 2.0f};
   const AttentionParams p = params(c);
   const Seq s = make_seq(c, 5);
-  ASSERT_EQ(Split::n_splits(static_cast<int64_t>(s.cache.heads[0].size())), 2);
+  ASSERT_EQ(Split::n_splits(static_cast<int64_t>(s.cache.heads[0].size()), Split::min_split_keys(8, 128)), 2);
   const auto one = run_alone(p, s, 1);
   for (const int threads : {2, 7, 16}) EXPECT_EQ(run_alone(p, s, threads), one) << "threads " << threads;
 }
