@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 
+#include "snapkv/op_profile.h"
 #include "snapkv/prefill_attention.h"
 
 namespace snapkv {
@@ -44,6 +45,16 @@ class Workspace {
   PrefillAttention prefill_attention() const;
   /// Bytes of scratch held now (activations, attention blocks, matmul scratch).
   size_t bytes() const;
+
+  /// Profiling (snapkv/op_profile.h): while on, every Engine::step on this workspace adds the wall
+  /// time and bytes read of each operation to profile() (decode-only steps and steps with prefill
+  /// rows apart). Off by default; turning it on or off keeps what was gathered. Results are the
+  /// same either way.
+  void set_profiling(bool on);
+  bool profiling() const;
+  /// What the profiled steps gathered since the workspace was made or clear_profile().
+  const OpProfile& profile() const;
+  void clear_profile();
 
   struct Impl;  ///< internal (src/runtime/workspace_impl.h)
   Impl& impl() { return *impl_; }

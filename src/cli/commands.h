@@ -44,6 +44,7 @@ struct RunOptions {
   std::string save_session;  ///< --save-session FILE: write the prefilled, compressed context there (issue 10)
   std::string load_session;  ///< --load-session FILE: the context comes from that file; only --question is asked
   std::string dump_kept;     ///< --dump-kept FILE
+  bool profile = false;      ///< --profile: time and bytes per operation (snapkv/op_profile.h)
 };
 
 int run_command(const RunOptions& opt);

@@ -129,6 +129,9 @@ void add_run_options(CLI::App& run, RunOptions& o) {
       ->excludes("--save-session");
   run.add_option("--dump-kept", o.dump_kept, "write the kept positions and scores per layer and KV head as JSON")
       ->check(non_empty("--dump-kept FILE"));
+  run.add_flag("--profile", o.profile,
+               "time each operation of the forward pass and count the weight and KV bytes it reads; print a table "
+               "per phase (decode, prefill) to stderr when done, and with --json add it as \"profile\"");
 }
 
 // The press flags shared by run and serve.

@@ -15,6 +15,7 @@
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "cli/profile_report.h"
 #include "core/sha256.h"
 #include "core/thread_context.h"
 #include "kv/presses/press.h"
@@ -338,6 +339,7 @@ int run_command(const RunOptions& opt) {
   so.cold_tier = cold_tier;
   auto seq = loading ? std::move(loaded) : engine->new_sequence(so);
   Workspace ws(*engine);
+  ws.set_profiling(o.profile);
   if (o.n_ctx > n_ctx_train) {
     fmt::print(stderr, "snapkv: warning: -c {} exceeds the model's training context of {} tokens\n", o.n_ctx,
                n_ctx_train);
@@ -434,6 +436,11 @@ int run_command(const RunOptions& opt) {
                     kept_json(*seq, o, static_cast<int64_t>(ctx_tokens.size())).dump() + "\n");
   }
 
+  if (o.profile) {
+    const std::string t =
+        profile_table(ws.profile().prefill, "prefill") + "\n" + profile_table(ws.profile().decode, "decode");
+    fmt::print(stderr, "\nsnapkv: profile (wall time per operation, bytes of weights and KV read)\n\n{}", t);
+  }
   const SequenceStats& st = answers.empty() ? seq->stats() : answers[0].stats;
   if (o.json) {
     nlohmann::json j;
@@ -512,6 +519,7 @@ int run_command(const RunOptions& opt) {
                        {"kv_cold_bytes", a.stats.kv_cold_bytes}});
       j["answers"] = arr;
     }
+    if (o.profile) j["profile"] = profile_json(ws.profile());
     write_stdout(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   }
   return 0;

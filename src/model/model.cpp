@@ -9,6 +9,7 @@
 #include "core/fp16.h"
 #include "model/arch.h"
 #include "model/norm.h"
+#include "model/op_timer.h"
 #include "snapkv/error.h"
 
 namespace snapkv {
@@ -187,7 +188,10 @@ void Model::attention_block(int il, BlockBatch& b, const float* x_normed) const 
   ThreadContext& tc = *b.tc;
   const int nt = tc.n_threads();
   const MatmulProduct qkv[] = {{L.wq, B.q.data()}, {L.wk, B.k.data()}, {L.wv, B.v.data()}};
+  OpTimer t_qkv(b.profile, Op::QKV, matrix_bytes(L.wq) + matrix_bytes(L.wk) + matrix_bytes(L.wv));
   matmul_group(qkv, x_normed, n, tc);
+  t_qkv.stop();
+  OpTimer t_rope(b.profile, Op::QKNormRope);
   if (cfg_.qk_norm) {
     rms_norm_rows(B.q.data(), hd, L.q_norm.data(), B.q.data(), hd, hd, n * cfg_.n_head, cfg_.rms_eps, nt);
     rms_norm_rows(B.k.data(), hd, L.k_norm.data(), B.k.data(), hd, hd, n * cfg_.n_head_kv, cfg_.rms_eps, nt);
@@ -195,14 +199,21 @@ void Model::attention_block(int il, BlockBatch& b, const float* x_normed) const 
   const RopeParams rp = rope_params(il);
   rope_rows(rp, b.pos, n, B.q.data(), q_dim, cfg_.n_head, nt);
   rope_rows(rp, b.pos, n, B.k.data(), kv_dim, cfg_.n_head_kv, nt);
+  t_rope.stop();
 
+  OpTimer t_append(b.profile, Op::KVAppend);
   for (const BlockSpan& s : b.spans) {
     for (int g = 0; g < cfg_.n_head_kv; ++g)
       s.cache->heads[static_cast<size_t>(g)].append(s.n, b.pos + s.row0, B.k.data() + s.row0 * kv_dim + g * hd, kv_dim,
                                                     B.v.data() + s.row0 * kv_dim + g * hd, kv_dim);
   }
+  t_append.stop();
   // Attention: spans of several rows (prefill chunks) one by one with the blocked kernel; the
   // one-row spans (decode rows of many sequences) together in one split-K call.
+  double kv_bytes = 0;
+  if (b.profile != nullptr)
+    for (const BlockSpan& s : b.spans) kv_bytes += static_cast<double>(s.cache->bytes());
+  OpTimer t_attn(b.profile, Op::Attention, kv_bytes);
   const AttentionParams ap = attention_params(il);
   std::vector<DecodeQuery>& rows = *b.decode_rows;
   rows.clear();
@@ -215,6 +226,8 @@ void Model::attention_block(int il, BlockBatch& b, const float* x_normed) const 
               *b.attn_ws, nt);
   }
   if (!rows.empty()) attention_decode(ap, rows, *b.decode_ws, nt);
+  t_attn.stop();
+  OpTimer t_wo(b.profile, Op::AttnOutput, matrix_bytes(L.wo));
   matmul(L.wo, B.attn.data(), n, B.xn.data(), tc);
 }
 

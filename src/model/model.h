@@ -16,6 +16,7 @@
 #include "kv/kv_cache.h"
 #include "model/rope.h"
 #include "quant/quant.h"
+#include "snapkv/op_profile.h"
 
 namespace snapkv {
 
@@ -92,6 +93,7 @@ struct BlockBatch {
   DecodeWorkspace* decode_ws = nullptr;             ///< one-row spans, all in one split-K call
   std::vector<DecodeQuery>* decode_rows = nullptr;  ///< scratch list of those rows (reused, no allocation)
   ThreadContext* tc = nullptr;                      ///< threads and scratch of the calling worker
+  StepProfile* profile = nullptr;  ///< where the operations' times go (Workspace::set_profiling); null: untimed
 };
 
 class Model {

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "model/op_timer.h"
 #include "runtime/sequence_state.h"
 #include "runtime/workspace_impl.h"
 #include "snapkv/batch.h"
@@ -178,15 +179,30 @@ void Engine::step(Batch& batch, Workspace& ws) const {
   const auto& rows = batch.rows();
   const auto n_dec = static_cast<int64_t>(rows.size());
 
+  // Profiling: decode-only steps and steps with prefill rows apart; the step's time from here.
+  StepProfile* prof = w.profiling ? (plan.items.empty() ? &w.profile.decode : &w.profile.prefill) : nullptr;
+  struct StepTime {  // adds the step to prof however it ends
+    StepProfile* p;
+    Clock::time_point t0;
+    ~StepTime() {
+      if (p == nullptr) return;
+      p->steps += 1;
+      p->seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+    }
+  } step_time{prof, prof != nullptr ? Clock::now() : Clock::time_point{}};
+
   // Decode rows: embeddings and positions (the ids were checked above).
   w.h_dec.resize(static_cast<size_t>(n_dec * E));
   w.pos_dec.resize(static_cast<size_t>(n_dec));
-  for (const DecodeSpan& s : plan.spans)
-    for (int64_t k = 0; k < s.n; ++k) {
-      const auto r = static_cast<size_t>(s.row0 + k);
-      w.pos_dec[r] = static_cast<int32_t>(s.st->n_past + k);
-      m.embed({&rows[r].token, 1}, w.h_dec.data() + static_cast<int64_t>(r) * E);
-    }
+  {
+    OpTimer t(n_dec > 0 ? prof : nullptr, Op::Embed);
+    for (const DecodeSpan& s : plan.spans)
+      for (int64_t k = 0; k < s.n; ++k) {
+        const auto r = static_cast<size_t>(s.row0 + k);
+        w.pos_dec[r] = static_cast<int32_t>(s.st->n_past + k);
+        m.embed({&rows[r].token, 1}, w.h_dec.data() + static_cast<int64_t>(r) * E);
+      }
+  }
   const auto t_step = Clock::now();
   std::vector<PrefillPart>& parts = plan.parts;
   try {
@@ -240,6 +256,7 @@ void Engine::step(Batch& batch, Workspace& ws) const {
         b.decode_ws = &w.decode;
         b.decode_rows = &w.decode_rows;
         b.tc = &w.tc;
+        b.profile = prof;
         const bool gathered = !(parts.empty() || (rows_dec == 0 && parts.size() == 1));
         if (parts.empty()) {
           b.h = w.h_dec.data();
@@ -304,7 +321,9 @@ void Engine::step(Batch& batch, Workspace& ws) const {
         }
         int64_t r1 = r0;
         while (r1 < n_dec && r1 - r0 < w.max_rows && mrows[static_cast<size_t>(r1)].want_logits) ++r1;
+        OpTimer t(prof, Op::Logits, matrix_bytes(m.output()));
         m.logits(w.h_dec.data() + r0 * E, r1 - r0, batch.output().data() + o * V, w.logits_tmp.data(), w.tc);
+        t.stop();
         for (int64_t r = r0; r < r1; ++r) mrows[static_cast<size_t>(r)].out = o++;
         r0 = r1;
       }
@@ -326,11 +345,13 @@ void Engine::step(Batch& batch, Workspace& ws) const {
         job.all_logits->resize(static_cast<size_t>(job.n * V));
         for (int64_t s = 0; s < job.n; s += w.max_rows) {
           const int64_t cn = std::min(w.max_rows, job.n - s);
+          OpTimer t(prof, Op::Logits, matrix_bytes(m.output()));
           m.logits(job.h.data() + s * E, cn, job.all_logits->data() + s * V, w.logits_tmp.data(), w.tc);
         }
         std::memcpy(st.last_logits.data(), job.all_logits->data() + (job.n - 1) * V,
                     sizeof(float) * static_cast<size_t>(V));
       } else {
+        OpTimer t(prof, Op::Logits, matrix_bytes(m.output()));
         m.logits(job.h.data() + (job.n - 1) * E, 1, st.last_logits.data(), w.logits_tmp.data(), w.tc);
       }
       if (job.plan.compress) st.compressed_once = true;

@@ -48,6 +48,11 @@ int Workspace::n_threads() const { return impl_->tc.n_threads(); }
 int64_t Workspace::max_rows() const { return impl_->max_rows; }
 PrefillAttention Workspace::prefill_attention() const { return impl_->attn.prefill_attention(); }
 
+void Workspace::set_profiling(bool on) { impl_->profiling = on; }
+bool Workspace::profiling() const { return impl_->profiling; }
+const OpProfile& Workspace::profile() const { return impl_->profile; }
+void Workspace::clear_profile() { impl_->profile = OpProfile{}; }
+
 size_t Workspace::bytes() const {
   const Impl& w = *impl_;
   const ForwardBuffers& b = w.buf;

@@ -55,6 +55,8 @@ struct Workspace::Impl {
   std::vector<int32_t> pos_dec;   ///< [decode rows]
   std::vector<float> logits_tmp;  ///< [max_rows x n_embd] scratch of Model::logits
   StepPlan plan;
+  bool profiling = false;  ///< Workspace::set_profiling
+  OpProfile profile;       ///< what the profiled steps gathered
 
   Impl(std::shared_ptr<const Model> m, int n_threads, int64_t rows, PrefillAttention prefill);
 };

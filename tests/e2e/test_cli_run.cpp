@@ -60,6 +60,33 @@ TEST(CliRun, GreedyJsonReportOnStoriesMatchesLlamaCpp) {
   EXPECT_GT(j["peak_rss_bytes"].get<size_t>(), 0u);
 }
 
+// --profile: the per-operation table on stderr and, with --json, the same numbers as "profile"
+// (decode steps = generated tokens - 1: the first token comes from the prefill's logits).
+TEST(CliRun, ProfileReportsEveryOperation) {
+  const json p = golden_prompt("kv_f16", "once_upon");
+  const auto r = run_cli({"run", "-m", stories(), "-p", p["text"].get<std::string>(), "-n", "8", "--temp", "0",
+                          "--ignore-eos", "-t", "1", "--json", "--profile"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const json j = json::parse(r.out);
+  ASSERT_TRUE(j.contains("profile"));
+  const json& dec = j["profile"]["decode"];
+  EXPECT_EQ(dec["steps"], 7);
+  EXPECT_GT(dec["seconds"].get<double>(), 0.0);
+  EXPECT_EQ(dec["ops"]["qkv"]["calls"], 7 * 5);  // 5 layers
+  EXPECT_EQ(dec["ops"]["logits"]["calls"], 7);
+  EXPECT_GT(dec["ops"]["attention"]["bytes"].get<double>(), 0.0);
+  EXPECT_EQ(j["profile"]["prefill"]["steps"], 1);
+  EXPECT_NE(r.err.find("| attention |"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("decode: 7 steps"), std::string::npos) << r.err;
+  // Without --profile: neither.
+  const auto plain = run_cli({"run", "-m", stories(), "-p", p["text"].get<std::string>(), "-n", "8", "--temp", "0",
+                              "--ignore-eos", "-t", "1", "--json"});
+  ASSERT_EQ(plain.rc, 0) << plain.err;
+  EXPECT_FALSE(json::parse(plain.out).contains("profile"));
+  EXPECT_EQ(plain.err.find("| attention |"), std::string::npos);
+  EXPECT_EQ(json::parse(plain.out)["generated_token_ids"], j["generated_token_ids"]);
+}
+
 // --prefill-attn bf16: where the build runs it, the JSON reports it and stories260K (head_dim 8,
 // which the BF16 kernel leaves to the exact one) generates the exact run's tokens; elsewhere the
 // engine's one-line error, exit 1 like other unusable settings.
