@@ -19,6 +19,7 @@
 #include "snapkv/error.h"
 #include "snapkv/generate.h"
 #include "snapkv/kv_type.h"
+#include "snapkv/op_profile.h"
 #include "snapkv/prefill_attention.h"
 #include "snapkv/press_spec.h"
 #include "snapkv/sampling.h"
