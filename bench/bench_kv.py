@@ -40,6 +40,7 @@ Usage (from the repository root):
     python3 bench/bench_kv.py                                  # everything: long (32K prefills)
     python3 bench/bench_kv.py --models gemma --lengths 1K,4K   # a quick subset
     python3 bench/bench_kv.py --bandwidth-gbs 35 --json-out kv.json
+    python3 bench/bench_kv.py --models synthetic --lengths 16K --profile   # + decode time per operation
 """
 
 from __future__ import annotations
@@ -82,6 +83,8 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--timeout", type=float, default=3600, help="seconds per engine run")
     ap.add_argument("--text", type=pathlib.Path, default=None, help="prompt source text (default GPL-3)")
     ap.add_argument("--json-out", type=pathlib.Path, default=None, help="also write every raw report here")
+    ap.add_argument("--profile", action="store_true",
+                    help="run snapkv with --profile and add a table of decode time and GB/s per operation group")
     a = ap.parse_args()
     a.model_list = [m for m in a.models.split(",") if m]
     if not a.model_list or any(m not in MODELS for m in a.model_list):
@@ -213,6 +216,8 @@ def main() -> None:
                 if a.kv_type_v:
                     args += ["--kv-type-v", a.kv_type_v]
                 args += bl.prefill_attn_args(a)
+                if a.profile:
+                    args += ["--profile"]
                 reports = []
                 row_bw = []
                 try:
@@ -284,6 +289,8 @@ def main() -> None:
           ("." if a.bandwidth_gbs else
            f"; achieved at run median = the same against the median of all {len(readings)} readings of the "
            f"run ({median_bw:.1f} GB/s; the first one best of 5, the others best of 3)."))
+    if a.profile:
+        print_profile_table(raw)
     shares = [r["other_cpu_share"] for x in raw for r in x["reports"] if r.get("other_cpu_share") is not None]
     if shares:
         print(f"Other processes' share of the CPUs during the runs: at most {100 * max(shares):.0f}%.")
@@ -291,6 +298,45 @@ def main() -> None:
         a.json_out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(a).items()}, "bandwidth_gbs": bw,
                                           "bandwidth_readings_gbs": readings,
                                           "results": raw}, indent=1))
+
+
+# Operation groups of `snapkv run --profile` (include/snapkv/op_profile.h) in the --profile table.
+PROFILE_GROUPS = (
+    ("attention", ("attention",)),
+    ("projections", ("qkv", "attn_output", "ffn_gate_up", "ffn_down")),
+    ("logits", ("logits",)),
+)
+
+
+def print_profile_table(raw) -> None:
+    """Decode time per operation group of each row's first run: ms per step, share, GB/s."""
+    out = []
+    for x in raw:
+        r = x["reports"][0]
+        dec = r.get("profile", {}).get("decode", {})
+        steps, ops = dec.get("steps", 0), dec.get("ops", {})
+        if steps == 0:
+            continue
+        row = [x["model"], r["n_prompt_tokens"], x["press"], f"{1e3 * dec['seconds'] / steps:.2f}"]
+        grouped = set()
+        for _, names in PROFILE_GROUPS:
+            sec = sum(ops.get(n, {}).get("seconds", 0.0) for n in names)
+            byt = sum(ops.get(n, {}).get("bytes", 0.0) for n in names)
+            grouped.update(names)
+            row += [f"{1e3 * sec / steps:.2f}", f"{100 * sec / dec['seconds']:.0f}%",
+                    f"{byt / sec / 1e9:.1f}" if sec > 0 and byt > 0 else "-"]
+        rest = sum(v.get("seconds", 0.0) for k, v in ops.items() if k not in grouped)
+        row.append(f"{1e3 * rest / steps:.2f}")
+        out.append(row)
+    if not out:
+        return
+    print("\n### Decode time per operation (`snapkv run --profile`, each row's first run)\n")
+    head = ["model", "prompt tokens", "press", "ms/step"]
+    for g, _ in PROFILE_GROUPS:
+        head += [f"{g} ms/step", f"{g} share", f"{g} GB/s"]
+    print(bl.md_table(head + ["other ops ms/step"], out))
+    print("\nGB/s = bytes the group read (weights: each matrix once per step; attention: the K and V the "
+          "caches hold) / its wall time; projections = Q/K/V, attention output, FFN gate/up and down.")
 
 
 if __name__ == "__main__":
