@@ -55,8 +55,10 @@ constexpr int kPrefetchValues = 64;
 /// True when rows of type t are dequantized a key block at a time into a per-thread tile.
 bool uses_tile(KVType t) { return kQuantTiles && kv_type_quantized(t); }
 
-// Below ~256K multiply-adds (K.Q) a parallel region costs more than it saves.
+// Below ~256K multiply-adds (K.Q) a parallel region costs more than it saves; a split holds at
+// least that much work too (DecodeWorkspace::min_split_keys).
 constexpr int64_t kParallelMinWork = int64_t{1} << 18;
+static_assert(kParallelMinWork == DecodeWorkspace::kMinSplitWork);
 
 void check_shape(const AttentionParams& s) {
   if (s.n_head < 1 || s.n_head_kv < 1 || s.head_dim < 1 || s.n_head % s.n_head_kv != 0)

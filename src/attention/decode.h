@@ -12,7 +12,8 @@
 // leaving (m_s, l_s, a_s) per split. The splits of a (row, head) are then combined in split order
 // (Dao, Haziza, Massa & Sizov 2023, Flash-Decoding):
 //   M = max_s m_s;  out = sum_s e^{m_s - M} a_s / sum_s e^{m_s - M} l_s.
-// The number of splits and their boundaries depend only on the head's visible key count nk:
+// The number of splits and their boundaries depend only on the head's visible key count nk and the
+// layer's shape (G, head_dim):
 //   n_split = clamp(ceil(nk / min_keys), 1, kMaxSplits), split length = ceil(nk / n_split)
 //   rounded up to a multiple of kKeyBlock (so n_split may shrink by the rounding),
 // with min_keys = min_split_keys(G, head_dim) (a split holds at least ~kMinSplitWork multiply-adds),
@@ -56,7 +57,7 @@ class DecodeWorkspace {
   /// K.Q multiply-adds a split holds at least (G x head_dim per key): the work below which a
   /// parallel region costs more than it saves (attention_decode runs one-task calls on one thread).
   static constexpr int64_t kMinSplitWork = int64_t{1} << 18;
-  static constexpr int64_t kMaxMinSplitKeys = 512;  ///< a head is split once it sees more keys than this
+  static constexpr int64_t kMaxMinSplitKeys = 512;  ///< upper bound of min_split_keys()
   static constexpr int kMaxSplits = 16;             ///< most splits of one (row, KV head)
 
   /// Throws snapkv::Error for a bad shape or max_rows < 1.

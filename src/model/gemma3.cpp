@@ -35,40 +35,40 @@ class Gemma3Model final : public Model {
     const float eps = cfg_.rms_eps;
     const int nt = b.tc->n_threads();
     {
-      OpTimer t(b.profile, Op::Norm);
+      OpTimer t(b.profile, ProfileOp::Norm);
       rms_norm_rows(b.h, E, L.attn_norm.data(), B.xn.data(), E, E, n, eps, nt);
     }
     attention_block(il, b, B.xn.data());  // B.xn = Wo attn
     {
-      OpTimer t(b.profile, Op::Norm);
+      OpTimer t(b.profile, ProfileOp::Norm);
       rms_norm_rows(B.xn.data(), E, L.post_attn_norm.data(), B.xn.data(), E, E, n, eps, nt);
     }
     {
-      OpTimer t(b.profile, Op::Residual);
+      OpTimer t(b.profile, ProfileOp::Residual);
       for (int64_t i = 0; i < n * E; ++i) b.h[i] += B.xn[static_cast<size_t>(i)];
     }
     {
-      OpTimer t(b.profile, Op::Norm);
+      OpTimer t(b.profile, ProfileOp::Norm);
       rms_norm_rows(b.h, E, L.ffn_norm.data(), B.xn.data(), E, E, n, eps, nt);
     }
     const MatmulProduct gate_up[] = {{L.ffn_gate, B.ffn_a.data()}, {L.ffn_up, B.ffn_b.data()}};
     {
-      OpTimer t(b.profile, Op::FfnGateUp, matrix_bytes(L.ffn_gate) + matrix_bytes(L.ffn_up));
+      OpTimer t(b.profile, ProfileOp::FfnGateUp, matrix_bytes(L.ffn_gate) + matrix_bytes(L.ffn_up));
       matmul_group(gate_up, B.xn.data(), n, *b.tc);
     }
     {
-      OpTimer t(b.profile, Op::FfnAct);
+      OpTimer t(b.profile, ProfileOp::FfnAct);
       geglu_inplace(B.ffn_a.data(), B.ffn_b.data(), n * cfg_.n_ff, nt);
     }
     {
-      OpTimer t(b.profile, Op::FfnDown, matrix_bytes(L.ffn_down));
+      OpTimer t(b.profile, ProfileOp::FfnDown, matrix_bytes(L.ffn_down));
       matmul(L.ffn_down, B.ffn_a.data(), n, B.xn.data(), *b.tc);
     }
     {
-      OpTimer t(b.profile, Op::Norm);
+      OpTimer t(b.profile, ProfileOp::Norm);
       rms_norm_rows(B.xn.data(), E, L.post_ffn_norm.data(), B.xn.data(), E, E, n, eps, nt);
     }
-    OpTimer t(b.profile, Op::Residual);
+    OpTimer t(b.profile, ProfileOp::Residual);
     for (int64_t i = 0; i < n * E; ++i) b.h[i] += B.xn[static_cast<size_t>(i)];
   }
 

@@ -28,32 +28,32 @@ class LlamaModel final : public Model {
     ForwardBuffers& B = *b.buf;
     const int64_t E = cfg_.n_embd, n = b.n;
     {
-      OpTimer t(b.profile, Op::Norm);
+      OpTimer t(b.profile, ProfileOp::Norm);
       rms_norm_rows(b.h, E, L.attn_norm.data(), B.xn.data(), E, E, n, cfg_.rms_eps, b.tc->n_threads());
     }
     attention_block(il, b, B.xn.data());  // B.xn = Wo attn
     {
-      OpTimer t(b.profile, Op::Residual);
+      OpTimer t(b.profile, ProfileOp::Residual);
       for (int64_t i = 0; i < n * E; ++i) b.h[i] += B.xn[static_cast<size_t>(i)];
     }
     {
-      OpTimer t(b.profile, Op::Norm);
+      OpTimer t(b.profile, ProfileOp::Norm);
       rms_norm_rows(b.h, E, L.ffn_norm.data(), B.xn.data(), E, E, n, cfg_.rms_eps, b.tc->n_threads());
     }
     const MatmulProduct gate_up[] = {{L.ffn_gate, B.ffn_a.data()}, {L.ffn_up, B.ffn_b.data()}};
     {
-      OpTimer t(b.profile, Op::FfnGateUp, matrix_bytes(L.ffn_gate) + matrix_bytes(L.ffn_up));
+      OpTimer t(b.profile, ProfileOp::FfnGateUp, matrix_bytes(L.ffn_gate) + matrix_bytes(L.ffn_up));
       matmul_group(gate_up, B.xn.data(), n, *b.tc);
     }
     {
-      OpTimer t(b.profile, Op::FfnAct);
+      OpTimer t(b.profile, ProfileOp::FfnAct);
       swiglu_inplace(B.ffn_a.data(), B.ffn_b.data(), n * cfg_.n_ff, b.tc->n_threads());
     }
     {
-      OpTimer t(b.profile, Op::FfnDown, matrix_bytes(L.ffn_down));
+      OpTimer t(b.profile, ProfileOp::FfnDown, matrix_bytes(L.ffn_down));
       matmul(L.ffn_down, B.ffn_a.data(), n, B.xn.data(), *b.tc);
     }
-    OpTimer t(b.profile, Op::Residual);
+    OpTimer t(b.profile, ProfileOp::Residual);
     for (int64_t i = 0; i < n * E; ++i) b.h[i] += B.xn[static_cast<size_t>(i)];
   }
 

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -188,10 +189,10 @@ void Model::attention_block(int il, BlockBatch& b, const float* x_normed) const 
   ThreadContext& tc = *b.tc;
   const int nt = tc.n_threads();
   const MatmulProduct qkv[] = {{L.wq, B.q.data()}, {L.wk, B.k.data()}, {L.wv, B.v.data()}};
-  OpTimer t_qkv(b.profile, Op::QKV, matrix_bytes(L.wq) + matrix_bytes(L.wk) + matrix_bytes(L.wv));
+  OpTimer t_qkv(b.profile, ProfileOp::QKV, matrix_bytes(L.wq) + matrix_bytes(L.wk) + matrix_bytes(L.wv));
   matmul_group(qkv, x_normed, n, tc);
   t_qkv.stop();
-  OpTimer t_rope(b.profile, Op::QKNormRope);
+  OpTimer t_rope(b.profile, ProfileOp::QKNormRope);
   if (cfg_.qk_norm) {
     rms_norm_rows(B.q.data(), hd, L.q_norm.data(), B.q.data(), hd, hd, n * cfg_.n_head, cfg_.rms_eps, nt);
     rms_norm_rows(B.k.data(), hd, L.k_norm.data(), B.k.data(), hd, hd, n * cfg_.n_head_kv, cfg_.rms_eps, nt);
@@ -201,7 +202,7 @@ void Model::attention_block(int il, BlockBatch& b, const float* x_normed) const 
   rope_rows(rp, b.pos, n, B.k.data(), kv_dim, cfg_.n_head_kv, nt);
   t_rope.stop();
 
-  OpTimer t_append(b.profile, Op::KVAppend);
+  OpTimer t_append(b.profile, ProfileOp::KVAppend);
   for (const BlockSpan& s : b.spans) {
     for (int g = 0; g < cfg_.n_head_kv; ++g)
       s.cache->heads[static_cast<size_t>(g)].append(s.n, b.pos + s.row0, B.k.data() + s.row0 * kv_dim + g * hd, kv_dim,
@@ -210,10 +211,15 @@ void Model::attention_block(int il, BlockBatch& b, const float* x_normed) const 
   t_append.stop();
   // Attention: spans of several rows (prefill chunks) one by one with the blocked kernel; the
   // one-row spans (decode rows of many sequences) together in one split-K call.
-  double kv_bytes = 0;
+  double kv_bytes = 0;  // what the rows read: a decode row the window's entries, a prefill chunk all held
   if (b.profile != nullptr)
-    for (const BlockSpan& s : b.spans) kv_bytes += static_cast<double>(s.cache->bytes());
-  OpTimer t_attn(b.profile, Op::Attention, kv_bytes);
+    for (const BlockSpan& s : b.spans)
+      for (const KVHeadCache& hc : s.cache->heads) {
+        const int64_t n_read =
+            s.n == 1 && s.cache->window > 0 ? std::min<int64_t>(hc.size(), s.cache->window) : hc.size();
+        kv_bytes += static_cast<double>(n_read) * static_cast<double>(hc.k_row_bytes() + hc.v_row_bytes());
+      }
+  OpTimer t_attn(b.profile, ProfileOp::Attention, kv_bytes);
   const AttentionParams ap = attention_params(il);
   std::vector<DecodeQuery>& rows = *b.decode_rows;
   rows.clear();
@@ -227,7 +233,7 @@ void Model::attention_block(int il, BlockBatch& b, const float* x_normed) const 
   }
   if (!rows.empty()) attention_decode(ap, rows, *b.decode_ws, nt);
   t_attn.stop();
-  OpTimer t_wo(b.profile, Op::AttnOutput, matrix_bytes(L.wo));
+  OpTimer t_wo(b.profile, ProfileOp::AttnOutput, matrix_bytes(L.wo));
   matmul(L.wo, B.attn.data(), n, B.xn.data(), tc);
 }
 

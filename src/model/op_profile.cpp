@@ -3,31 +3,31 @@
 
 namespace snapkv {
 
-const char* op_name(Op op) {
+const char* profile_op_name(ProfileOp op) {
   switch (op) {
-    case Op::Embed:
+    case ProfileOp::Embed:
       return "embed";
-    case Op::Norm:
+    case ProfileOp::Norm:
       return "norm";
-    case Op::QKV:
+    case ProfileOp::QKV:
       return "qkv";
-    case Op::QKNormRope:
+    case ProfileOp::QKNormRope:
       return "qk_norm_rope";
-    case Op::KVAppend:
+    case ProfileOp::KVAppend:
       return "kv_append";
-    case Op::Attention:
+    case ProfileOp::Attention:
       return "attention";
-    case Op::AttnOutput:
+    case ProfileOp::AttnOutput:
       return "attn_output";
-    case Op::FfnGateUp:
+    case ProfileOp::FfnGateUp:
       return "ffn_gate_up";
-    case Op::FfnAct:
+    case ProfileOp::FfnAct:
       return "ffn_act";
-    case Op::FfnDown:
+    case ProfileOp::FfnDown:
       return "ffn_down";
-    case Op::Residual:
+    case ProfileOp::Residual:
       return "residual";
-    case Op::Logits:
+    case ProfileOp::Logits:
       return "logits";
   }
   return "?";

@@ -12,7 +12,7 @@ namespace snapkv {
 /// to `profile`; with a null profile it does nothing, not even read the clock.
 class OpTimer {
  public:
-  OpTimer(StepProfile* profile, Op op, double bytes = 0) : p_(profile), op_(op), bytes_(bytes) {
+  OpTimer(StepProfile* profile, ProfileOp op, double bytes = 0) : p_(profile), op_(op), bytes_(bytes) {
     if (p_ != nullptr) t0_ = std::chrono::steady_clock::now();
   }
   ~OpTimer() { stop(); }
@@ -30,7 +30,7 @@ class OpTimer {
 
  private:
   StepProfile* p_;
-  Op op_;
+  ProfileOp op_;
   double bytes_;
   std::chrono::steady_clock::time_point t0_{};
 };

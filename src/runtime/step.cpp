@@ -195,7 +195,7 @@ void Engine::step(Batch& batch, Workspace& ws) const {
   w.h_dec.resize(static_cast<size_t>(n_dec * E));
   w.pos_dec.resize(static_cast<size_t>(n_dec));
   {
-    OpTimer t(n_dec > 0 ? prof : nullptr, Op::Embed);
+    OpTimer t(n_dec > 0 ? prof : nullptr, ProfileOp::Embed);
     for (const DecodeSpan& s : plan.spans)
       for (int64_t k = 0; k < s.n; ++k) {
         const auto r = static_cast<size_t>(s.row0 + k);
@@ -321,7 +321,7 @@ void Engine::step(Batch& batch, Workspace& ws) const {
         }
         int64_t r1 = r0;
         while (r1 < n_dec && r1 - r0 < w.max_rows && mrows[static_cast<size_t>(r1)].want_logits) ++r1;
-        OpTimer t(prof, Op::Logits, matrix_bytes(m.output()));
+        OpTimer t(prof, ProfileOp::Logits, matrix_bytes(m.output()));
         m.logits(w.h_dec.data() + r0 * E, r1 - r0, batch.output().data() + o * V, w.logits_tmp.data(), w.tc);
         t.stop();
         for (int64_t r = r0; r < r1; ++r) mrows[static_cast<size_t>(r)].out = o++;
@@ -345,13 +345,13 @@ void Engine::step(Batch& batch, Workspace& ws) const {
         job.all_logits->resize(static_cast<size_t>(job.n * V));
         for (int64_t s = 0; s < job.n; s += w.max_rows) {
           const int64_t cn = std::min(w.max_rows, job.n - s);
-          OpTimer t(prof, Op::Logits, matrix_bytes(m.output()));
+          OpTimer t(prof, ProfileOp::Logits, matrix_bytes(m.output()));
           m.logits(job.h.data() + s * E, cn, job.all_logits->data() + s * V, w.logits_tmp.data(), w.tc);
         }
         std::memcpy(st.last_logits.data(), job.all_logits->data() + (job.n - 1) * V,
                     sizeof(float) * static_cast<size_t>(V));
       } else {
-        OpTimer t(prof, Op::Logits, matrix_bytes(m.output()));
+        OpTimer t(prof, ProfileOp::Logits, matrix_bytes(m.output()));
         m.logits(job.h.data() + (job.n - 1) * E, 1, st.last_logits.data(), w.logits_tmp.data(), w.tc);
       }
       if (job.plan.compress) st.compressed_once = true;

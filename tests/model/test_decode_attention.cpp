@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -139,7 +140,8 @@ TEST_P(DecodeVsReference, MatchesAndIsThreadIndependent) {
 INSTANTIATE_TEST_SUITE_P(
     Shapes, DecodeVsReference,
     testing::Values(
-        // key counts around the block (64) and split (512 per split, 16 splits from 8192 on) sizes
+        // key counts around the block (64) and split sizes (min_split_keys: 512 keys for 3 x 64 and
+        // 4 x 64, 256 for 4 x 256; 16 splits from 16 x that on)
         DecCase{2, 4, 64, KVType::F16, 1, 1.0, 0, 0, 2.0f}, DecCase{2, 4, 64, KVType::F16, 63, 1.0, 0, 0, 2.0f},
         DecCase{2, 4, 64, KVType::F32, 65, 1.0, 0, 0, 2.0f}, DecCase{1, 4, 256, KVType::F16, 512, 1.0, 0, 0, 2.0f},
         DecCase{1, 4, 256, KVType::F16, 513, 1.0, 0, 0, 2.0f}, DecCase{3, 3, 64, KVType::F16, 1025, 1.0, 0, 0, 2.0f},
@@ -197,38 +199,48 @@ TEST(DecodeAttention, SplitCountsDependOnlyOnTheKeyCountAndShape) {
 TEST(DecodeAttention, BatchedRowsEqualRowsAlone) {
   // Five sequences of one layer (SmolLM2's shape) with different lengths, position sets and query
   // positions, one of which sees no key; in one call, in another order, and alone.
-  for (const KVType type : {KVType::F16, KVType::Q8_0}) {
-    SCOPED_TRACE(kv_type_name(type));
-    const DecCase base{3, 3, 64, type, 0, 0.8, 0, 0, 2.0f};
-    const AttentionParams p = params(base);
-    std::vector<Seq> seqs;
-    const int64_t lens[] = {1, 700, 3000, 9000, 40};
-    for (size_t i = 0; i < std::size(lens); ++i) {
-      DecCase c = base;
-      c.n_keys = lens[i];
-      seqs.push_back(make_seq(c, 99 + i));
-    }
-    seqs[4].pos = seqs[4].cache.heads[0].positions()[0] - 1;  // before every stored key
-    const size_t n = seqs.size(), qn = seqs[0].q.size();
-    for (const int threads : {1, 2, 3, 7}) {
-      DecodeWorkspace ws(p, 8);
-      std::vector<float> fwd(n * qn, -7.0f), rev(n * qn, -7.0f);
-      std::vector<DecodeQuery> rows, rrows;
-      for (size_t i = 0; i < n; ++i)
-        rows.push_back({seqs[i].q.data(), seqs[i].pos, &seqs[i].cache, fwd.data() + i * qn});
-      for (size_t i = n; i-- > 0;)
-        rrows.push_back({seqs[i].q.data(), seqs[i].pos, &seqs[i].cache, rev.data() + i * qn});
-      attention_decode(p, rows, ws, threads);
-      attention_decode(p, rrows, ws, threads);
-      EXPECT_EQ(fwd, rev) << "threads " << threads;
-      for (size_t i = 0; i < n; ++i) {
-        const auto alone = run_alone(p, seqs[i], 1);
-        EXPECT_TRUE(std::equal(alone.begin(), alone.end(), fwd.begin() + static_cast<std::ptrdiff_t>(i * qn)))
-            << "row " << i << " threads " << threads;
+  // Also Gemma 3's shape (4 x 256: splits of >= 256 keys) with and without its 512-key window.
+  struct Shape {
+    int n_head_kv, group, head_dim, window;
+    std::array<int64_t, 5> lens;
+  };
+  const Shape shapes[] = {{3, 3, 64, 0, {1, 700, 3000, 9000, 40}},
+                          {1, 4, 256, 512, {1, 300, 700, 3000, 40}},
+                          {1, 4, 256, 0, {1, 257, 520, 5000, 40}}};
+  for (const Shape& sh : shapes)
+    for (const KVType type : {KVType::F16, KVType::Q8_0}) {
+      SCOPED_TRACE(std::string(kv_type_name(type)) + " head_dim " + std::to_string(sh.head_dim) + " window " +
+                   std::to_string(sh.window));
+      const DecCase base{sh.n_head_kv, sh.group, sh.head_dim, type, 0, 0.8, sh.window, 0, 2.0f};
+      const AttentionParams p = params(base);
+      std::vector<Seq> seqs;
+      const auto& lens = sh.lens;
+      for (size_t i = 0; i < std::size(lens); ++i) {
+        DecCase c = base;
+        c.n_keys = lens[i];
+        seqs.push_back(make_seq(c, 99 + i));
       }
-      for (size_t d = 4 * qn; d < 5 * qn; ++d) EXPECT_EQ(fwd[d], 0.0f);
+      seqs[4].pos = seqs[4].cache.heads[0].positions()[0] - 1;  // before every stored key
+      const size_t n = seqs.size(), qn = seqs[0].q.size();
+      for (const int threads : {1, 2, 3, 7}) {
+        DecodeWorkspace ws(p, 8);
+        std::vector<float> fwd(n * qn, -7.0f), rev(n * qn, -7.0f);
+        std::vector<DecodeQuery> rows, rrows;
+        for (size_t i = 0; i < n; ++i)
+          rows.push_back({seqs[i].q.data(), seqs[i].pos, &seqs[i].cache, fwd.data() + i * qn});
+        for (size_t i = n; i-- > 0;)
+          rrows.push_back({seqs[i].q.data(), seqs[i].pos, &seqs[i].cache, rev.data() + i * qn});
+        attention_decode(p, rows, ws, threads);
+        attention_decode(p, rrows, ws, threads);
+        EXPECT_EQ(fwd, rev) << "threads " << threads;
+        for (size_t i = 0; i < n; ++i) {
+          const auto alone = run_alone(p, seqs[i], 1);
+          EXPECT_TRUE(std::equal(alone.begin(), alone.end(), fwd.begin() + static_cast<std::ptrdiff_t>(i * qn)))
+              << "row " << i << " threads " << threads;
+        }
+        for (size_t d = 4 * qn; d < 5 * qn; ++d) EXPECT_EQ(fwd[d], 0.0f);
+      }
     }
-  }
 }
 
 TEST(DecodeAttention, MoreThreadsThanTasks) {

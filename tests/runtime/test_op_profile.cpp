@@ -74,46 +74,47 @@ TEST(OpProfile, CountsEveryOperationAndChangesNoResult) {
   const StepProfile& dec = on.profile.decode;
   EXPECT_EQ(pre.steps, 1);
   EXPECT_EQ(dec.steps, steps);
-  EXPECT_EQ(pre[Op::Embed].calls, 0);  // a prompt's embeddings are made when its prefill starts
-  EXPECT_EQ(pre[Op::Logits].calls, 1);
+  EXPECT_EQ(pre[ProfileOp::Embed].calls, 0);  // a prompt's embeddings are made when its prefill starts
+  EXPECT_EQ(pre[ProfileOp::Logits].calls, 1);
   const int64_t n = steps;
-  EXPECT_EQ(dec[Op::Embed].calls, n);
-  EXPECT_EQ(dec[Op::Logits].calls, n);
-  for (const Op op :
-       {Op::QKV, Op::QKNormRope, Op::KVAppend, Op::Attention, Op::AttnOutput, Op::FfnGateUp, Op::FfnAct, Op::FfnDown}) {
-    EXPECT_EQ(dec[op].calls, n * L) << op_name(op);
-    EXPECT_EQ(pre[op].calls, L) << op_name(op);
+  EXPECT_EQ(dec[ProfileOp::Embed].calls, n);
+  EXPECT_EQ(dec[ProfileOp::Logits].calls, n);
+  for (const ProfileOp op : {ProfileOp::QKV, ProfileOp::QKNormRope, ProfileOp::KVAppend, ProfileOp::Attention,
+                             ProfileOp::AttnOutput, ProfileOp::FfnGateUp, ProfileOp::FfnAct, ProfileOp::FfnDown}) {
+    EXPECT_EQ(dec[op].calls, n * L) << profile_op_name(op);
+    EXPECT_EQ(pre[op].calls, L) << profile_op_name(op);
   }
-  EXPECT_EQ(dec[Op::Norm].calls, 2 * n * L);  // llama: before attention and before the FFN
-  EXPECT_EQ(dec[Op::Residual].calls, 2 * n * L);
+  EXPECT_EQ(dec[ProfileOp::Norm].calls, 2 * n * L);  // llama: before attention and before the FFN
+  EXPECT_EQ(dec[ProfileOp::Residual].calls, 2 * n * L);
 
   // Bytes: each projection reads its matrix once per call; the output matrix per logits call.
   const GGUFFile f = GGUFFile::open((test::shared_dir() / "models" / "stories260K.gguf").string());
   const double qkv =
       layer_bytes(f, L, "attn_q.weight") + layer_bytes(f, L, "attn_k.weight") + layer_bytes(f, L, "attn_v.weight");
-  EXPECT_EQ(dec[Op::QKV].bytes, static_cast<double>(n) * qkv);
-  EXPECT_EQ(dec[Op::AttnOutput].bytes, static_cast<double>(n) * layer_bytes(f, L, "attn_output.weight"));
-  EXPECT_EQ(dec[Op::FfnGateUp].bytes,
+  EXPECT_EQ(dec[ProfileOp::QKV].bytes, static_cast<double>(n) * qkv);
+  EXPECT_EQ(dec[ProfileOp::AttnOutput].bytes, static_cast<double>(n) * layer_bytes(f, L, "attn_output.weight"));
+  EXPECT_EQ(dec[ProfileOp::FfnGateUp].bytes,
             static_cast<double>(n) * (layer_bytes(f, L, "ffn_gate.weight") + layer_bytes(f, L, "ffn_up.weight")));
-  EXPECT_EQ(dec[Op::FfnDown].bytes, static_cast<double>(n) * layer_bytes(f, L, "ffn_down.weight"));
+  EXPECT_EQ(dec[ProfileOp::FfnDown].bytes, static_cast<double>(n) * layer_bytes(f, L, "ffn_down.weight"));
   const GGUFTensorInfo* out = f.find_tensor("output.weight");
   if (out == nullptr) out = f.find_tensor("token_embd.weight");
   ASSERT_NE(out, nullptr);
-  EXPECT_EQ(dec[Op::Logits].bytes, static_cast<double>(n) * static_cast<double>(out->nbytes));
-  for (const Op op : {Op::Embed, Op::Norm, Op::QKNormRope, Op::KVAppend, Op::FfnAct, Op::Residual})
-    EXPECT_EQ(dec[op].bytes, 0) << op_name(op);
+  EXPECT_EQ(dec[ProfileOp::Logits].bytes, static_cast<double>(n) * static_cast<double>(out->nbytes));
+  for (const ProfileOp op : {ProfileOp::Embed, ProfileOp::Norm, ProfileOp::QKNormRope, ProfileOp::KVAppend,
+                             ProfileOp::FfnAct, ProfileOp::Residual})
+    EXPECT_EQ(dec[op].bytes, 0) << profile_op_name(op);
   // Attention: at decode step s every layer holds prompt + s + 1 entries (this token's appended
   // first), of n_head_kv x (K + V) F16 rows.
   const double entry = static_cast<double>(L) * info.n_head_kv * 2.0 * 2.0 * info.head_dim;
   double kv = 0;
   for (int s = 0; s < steps; ++s) kv += static_cast<double>(p.size() + static_cast<size_t>(s) + 1) * entry;
-  EXPECT_EQ(dec[Op::Attention].bytes, kv);
+  EXPECT_EQ(dec[ProfileOp::Attention].bytes, kv);
 
   // Times: every op that ran took some, and together no more than the steps.
   double sum = 0;
-  for (int i = 0; i < kOpCount; ++i) {
+  for (int i = 0; i < kProfileOpCount; ++i) {
     const OpStats& s = dec.ops[static_cast<size_t>(i)];
-    EXPECT_GT(s.seconds, 0.0) << op_name(static_cast<Op>(i));
+    EXPECT_GT(s.seconds, 0.0) << profile_op_name(static_cast<ProfileOp>(i));
     sum += s.seconds;
   }
   EXPECT_LE(sum, dec.seconds);
@@ -136,26 +137,34 @@ TEST(OpProfile, ClearAndSwitchOff) {
   b.add(*seq, next);
   e->step(b, ws);
   EXPECT_EQ(ws.profile().decode.steps, 1);
-  EXPECT_EQ(ws.profile().decode[Op::QKV].calls, e->info().n_layer);
+  EXPECT_EQ(ws.profile().decode[ProfileOp::QKV].calls, e->info().n_layer);
   ws.clear_profile();
   EXPECT_EQ(ws.profile().decode.steps, 0);
   EXPECT_EQ(ws.profile().prefill.steps, 0);
-  EXPECT_EQ(ws.profile().decode[Op::QKV].calls, 0);
+  EXPECT_EQ(ws.profile().decode[ProfileOp::QKV].calls, 0);
 }
 
 TEST(OpProfile, GemmaCountsItsFourNormsAndQKNorms) {
   auto e = rtest::gemma();
   if (!e) GTEST_SKIP() << "Gemma 3 270M not in the model cache (scripts/get-model.sh gemma3)";
   const int L = e->info().n_layer;
-  const ProfiledRun on = run(*e, prompt(30, e->info().n_vocab, 5, 2), 2, true, KVType::F16);
+  const ProfiledRun on = run(*e, prompt(600, e->info().n_vocab, 5, 2), 2, true, KVType::F16);
   const StepProfile& dec = on.profile.decode;
   EXPECT_EQ(dec.steps, 2);
-  EXPECT_EQ(dec[Op::Norm].calls, 2 * 4 * L);  // before and after attention and FFN
-  EXPECT_EQ(dec[Op::QKNormRope].calls, 2 * L);
-  EXPECT_EQ(dec[Op::Residual].calls, 2 * 2 * L);
+  EXPECT_EQ(dec[ProfileOp::Norm].calls, 2 * 4 * L);  // before and after attention and FFN
+  EXPECT_EQ(dec[ProfileOp::QKNormRope].calls, 2 * L);
+  EXPECT_EQ(dec[ProfileOp::Residual].calls, 2 * 2 * L);
+  // Attention: a decode row reads its whole cache in the full layers (600 + s + 1 entries at step
+  // s) and a sliding layer's last 512 (its window; the layer holds 511 or more after the append).
+  const ModelInfo& info = e->info();
+  const double entry = info.n_head_kv * 2.0 * 2.0 * info.head_dim;  // K + V, F16, per layer
+  double kv = 0;
+  for (int s = 0; s < 2; ++s)
+    for (int l = 0; l < L; ++l) kv += entry * (info.layer_window[static_cast<size_t>(l)] > 0 ? 512.0 : 600.0 + s + 1);
+  EXPECT_EQ(dec[ProfileOp::Attention].bytes, kv);
   // Tied embeddings: the logits read token_embd (Q8_0).
   const GGUFFile f = GGUFFile::open(test::gemma_path().string());
-  EXPECT_EQ(dec[Op::Logits].bytes, 2.0 * static_cast<double>(f.find_tensor("token_embd.weight")->nbytes));
+  EXPECT_EQ(dec[ProfileOp::Logits].bytes, 2.0 * static_cast<double>(f.find_tensor("token_embd.weight")->nbytes));
 }
 
 }  // namespace
