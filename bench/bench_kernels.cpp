@@ -4,6 +4,11 @@
 //                               bandwidth, the ceiling of decode (bytes_per_second)
 //   Decode/<type>/<what>/<rows>x<cols>/threads:T
 //                               matmul with n_tokens = 1; GB/s counts weight bytes
+//   DecodeRowLane/Q8_0/<what>/<rows>x<cols>/threads:T
+//                               the same product with the row-lane prototype (quant/kern_rowlane.h,
+//                               AVX-512 VNNI builds): weights repacked once before timing; each
+//                               iteration quantizes x and runs the groups split evenly over T threads;
+//                               .../n:4/... four tokens at once (compare Prefill/Q8_0/.../n:4)
 //   Prefill/<type>/<what>/<rows>x<cols>/n:N/threads:T
 //                               matmul with n_tokens = N; GFLOP/s = 2*rows*cols*N / time
 //   DecodeAttn/<model>/<old|new>/keys:K/rows:R/threads:T
@@ -66,6 +71,8 @@
 #include "core/fp16.h"
 #include "core/ggml_type.h"
 #include "kv/kv_cache.h"
+#include "quant/act_quant.h"
+#include "quant/kern_rowlane.h"
 #include "quant/quant.h"
 
 namespace {
@@ -178,6 +185,39 @@ void run_matmul(benchmark::State& st, Shape s, int64_t n, int threads) {
       benchmark::Counter(it * 2.0 * static_cast<double>(s.rows * s.cols * n) / 1e9, benchmark::Counter::kIsRate);
   st.counters["MB"] = static_cast<double>(w.size()) / 1e6;
 }
+
+#if defined(SNAPKV_VNNI)
+void run_rowlane(benchmark::State& st, Shape s, int threads, int n) {
+  namespace q = snapkv::quant;
+  const auto& w = weights(s.type, s.rows, s.cols);
+  const snapkv::WeightView W{s.type, s.rows, s.cols, w.data()};
+  std::vector<uint8_t> packed(q::rowlane_q8_0_bytes(s.rows, s.cols));
+  q::pack_rowlane_q8_0(w.data(), W.row_bytes(), s.rows, s.cols, packed.data());
+  const auto x = make_x(n * s.cols);
+  std::vector<uint8_t> act(q::q8_row_stride(s.cols));
+  std::vector<q::RowLaneAct> ra(static_cast<size_t>(n));
+  const auto y_stride = static_cast<size_t>(s.rows) + q::kRowLaneRows;
+  std::vector<float> y(static_cast<size_t>(n) * y_stride);
+  const int64_t ng = (s.rows + q::kRowLaneRows - 1) / q::kRowLaneRows;
+  for (auto _ : st) {
+    for (int t = 0; t < n; ++t) {
+      q::quantize_q8_row(x.data() + static_cast<size_t>(t) * static_cast<size_t>(s.cols), s.cols, 128, false,
+                         act.data());
+      ra[static_cast<size_t>(t)].build(act.data(), s.cols);
+    }
+#pragma omp parallel num_threads(threads)
+    {
+      const int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
+      q::rowlane_q8_0(packed.data(), s.rows, s.cols, ra.data(), n, y.data(), y_stride, ng * t / T, ng * (t + 1) / T);
+    }
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  const double it = static_cast<double>(st.iterations());
+  st.counters["GB/s"] = benchmark::Counter(it * static_cast<double>(packed.size()) / 1e9, benchmark::Counter::kIsRate);
+  st.counters["MB"] = static_cast<double>(packed.size()) / 1e6;
+}
+#endif
 
 /// With --benchmark_repetitions=N, the "_min" aggregate is the least disturbed run (on a
 /// shared machine the mean mostly measures the neighbours). Rates then read "max".
@@ -630,6 +670,21 @@ void register_all() {
         ->Unit(benchmark::kMicrosecond)
         ->ComputeStatistics("min", min_of);
   };
+#if defined(SNAPKV_VNNI)
+  // The row-lane prototype on the Q8_0 decode shapes (registered first: compare with Decode/Q8_0).
+  for (const int th : {1, 2})
+    for (const Shape& s : {gemma[2], gemma[6], synth[0], synth[1], synth[2], stream[0]})
+      for (const int n : {1, 4}) {
+        const std::string name =
+            n == 1 ? fmt::format("DecodeRowLane/{}/{}/{}x{}/threads:{}", tname(s.type), s.what, s.rows, s.cols, th)
+                   : fmt::format("DecodeRowLane/{}/{}/{}x{}/n:{}/threads:{}", tname(s.type), s.what, s.rows, s.cols, n,
+                                 th);
+        benchmark::RegisterBenchmark(name.c_str(), [s, th, n](benchmark::State& st) { run_rowlane(st, s, th, n); })
+            ->UseRealTime()
+            ->Unit(benchmark::kMicrosecond)
+            ->ComputeStatistics("min", min_of);
+      }
+#endif
   for (const int th : {1, 2}) {
     for (const auto& s : gemma) reg(s, 1, th);
     for (const auto& s : synth) reg(s, 1, th);
@@ -650,6 +705,8 @@ void register_all() {
       reg(synth[1], n, th);
     }
     for (const auto& s : per_type) reg(s, 64, th);
+    reg(gemma[6], 4, th);  // four decode rows (batched decode), beside DecodeRowLane/.../n:4
+    reg(synth[0], 4, th);
   }
 
   // Decode attention: SmolLM2 (9 query heads, 3 KV heads, head_dim 64) and Gemma 3 270M (4 / 1 /
