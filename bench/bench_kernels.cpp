@@ -196,6 +196,8 @@ void run_rowlane(benchmark::State& st, Shape s, int threads, int n) {
   const auto x = make_x(n * s.cols);
   std::vector<uint8_t> act(q::q8_row_stride(s.cols));
   std::vector<q::RowLaneAct> ra(static_cast<size_t>(n));
+  const size_t ab = q::rowlane_act_bytes(s.cols);
+  std::vector<uint8_t> abuf(static_cast<size_t>(n) * ab);
   const auto y_stride = static_cast<size_t>(s.rows) + q::kRowLaneRows;
   std::vector<float> y(static_cast<size_t>(n) * y_stride);
   const int64_t ng = (s.rows + q::kRowLaneRows - 1) / q::kRowLaneRows;
@@ -203,7 +205,7 @@ void run_rowlane(benchmark::State& st, Shape s, int threads, int n) {
     for (int t = 0; t < n; ++t) {
       q::quantize_q8_row(x.data() + static_cast<size_t>(t) * static_cast<size_t>(s.cols), s.cols, 128, false,
                          act.data());
-      ra[static_cast<size_t>(t)].build(act.data(), s.cols);
+      ra[static_cast<size_t>(t)] = q::build_rowlane_act(act.data(), s.cols, abuf.data() + static_cast<size_t>(t) * ab);
     }
 #pragma omp parallel num_threads(threads)
     {

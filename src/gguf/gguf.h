@@ -86,6 +86,9 @@ class GGUFFile {
   uint64_t file_size() const;
   /// The whole file image (mapping or owned copy), file_size() bytes; valid while this object lives.
   std::span<const uint8_t> bytes() const;
+  /// True when bytes() is a read-only private mapping of the file (open), false for an owned copy
+  /// (from_memory): only a mapping may have its pages dropped (madvise) and read again on demand.
+  bool mapped() const;
   uint64_t alignment() const;    ///< general.alignment or 32
   uint64_t data_offset() const;  ///< start of the tensor data section, in bytes
 

@@ -202,6 +202,7 @@ GGUFFile GGUFFile::from_memory(std::span<const uint8_t> bytes, const std::string
 const std::string& GGUFFile::path() const { return impl_->name; }
 uint32_t GGUFFile::version() const { return impl_->version; }
 uint64_t GGUFFile::file_size() const { return impl_->size; }
+bool GGUFFile::mapped() const { return impl_->map != nullptr; }
 std::span<const uint8_t> GGUFFile::bytes() const { return {impl_->base, static_cast<size_t>(impl_->size)}; }
 uint64_t GGUFFile::alignment() const { return impl_->alignment; }
 uint64_t GGUFFile::data_offset() const { return impl_->data_offset; }

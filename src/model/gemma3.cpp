@@ -26,6 +26,7 @@ class Gemma3Model final : public Model {
   explicit Gemma3Model(GGUFFile&& f) : Model(std::move(f)) {
     read_config();
     bind_weights();
+    prepare_decode_layouts();
   }
 
   void run_block(int il, BlockBatch& b) const override {

@@ -21,6 +21,7 @@ class LlamaModel final : public Model {
   explicit LlamaModel(GGUFFile&& f) : Model(std::move(f)) {
     read_config();
     bind_weights();
+    prepare_decode_layouts();
   }
 
   void run_block(int il, BlockBatch& b) const override {

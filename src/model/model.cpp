@@ -2,18 +2,30 @@
 #include "model/model.h"
 
 #include <fmt/format.h>
+#include <omp.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <string_view>
 
 #include "core/fp16.h"
 #include "model/arch.h"
 #include "model/norm.h"
 #include "model/op_timer.h"
+#include "quant/act_quant.h"
+#include "quant/kern_rowlane.h"
+#include "quant/matmul_impl.h"
 #include "snapkv/error.h"
 
 namespace snapkv {
+
+namespace {
+constexpr int64_t kRowLaneMaxTokens = 7;  ///< calls of 8 rows or more: the token-lane kernels (same bits)
+}  // namespace
 
 int64_t read_int(const GGUFFile& f, const std::string& key, int64_t lo, int64_t hi) {
   if (!f.has(key)) throw Error(fmt::format("{}: metadata key '{}' is missing", f.path(), key));
@@ -166,7 +178,12 @@ void Model::embed(std::span<const int32_t> tokens, float* out) const {
   const auto n = static_cast<int64_t>(tokens.size());
   for (int64_t i = 0; i < n; ++i) {
     float* row = out + i * E;
-    dequantize_row(tok_embd_.type, tok_embd_.row(tokens[static_cast<size_t>(i)]), row, E);
+    const int32_t id = tokens[static_cast<size_t>(i)];
+    if (output_rowlane_ != nullptr && cfg_.tied_output) {  // the repacked rows: the GGUF pages stay dropped
+      quant::dequantize_rowlane_q8_0_row(output_rowlane_.get(), E, id, row);
+    } else {
+      dequantize_row(tok_embd_.type, tok_embd_.row(id), row, E);
+    }
     if (cfg_.embd_scale != 1.0f)
       for (int64_t d = 0; d < E; ++d) row[d] *= cfg_.embd_scale;
   }
@@ -175,7 +192,63 @@ void Model::embed(std::span<const int32_t> tokens, float* out) const {
 void Model::logits(const float* h, int64_t n, float* out, float* tmp, ThreadContext& tc) const {
   const int64_t E = cfg_.n_embd;
   rms_norm_rows(h, E, output_norm_.data(), tmp, E, E, n, cfg_.rms_eps, tc.n_threads());
+#if defined(SNAPKV_VNNI)
+  if (output_rowlane_ != nullptr && n >= 1 && n <= kRowLaneMaxTokens) {
+    // Each row quantized to Q8_0 (offset 128, as the token-lane kernels do), then all the groups
+    // of 16 vocabulary rows split evenly over the threads.
+    const size_t q8 = quant::q8_row_stride(E), ab = quant::rowlane_act_bytes(E);
+    uint8_t* act = tc.scratch(quant::kSlotAct, 0, static_cast<size_t>(n) * q8);
+    uint8_t* abuf = tc.scratch(quant::kSlotLanes, 0, static_cast<size_t>(n) * ab);
+    quant::RowLaneAct x[kRowLaneMaxTokens];
+    for (int64_t t = 0; t < n; ++t) {
+      quant::quantize_q8_row(tmp + t * E, E, 128, false, act + static_cast<size_t>(t) * q8);
+      x[t] = quant::build_rowlane_act(act + static_cast<size_t>(t) * q8, E, abuf + static_cast<size_t>(t) * ab);
+    }
+    const int64_t V = output_.rows, ng = (V + quant::kRowLaneRows - 1) / quant::kRowLaneRows;
+    const uint8_t* packed = output_rowlane_.get();
+#pragma omp parallel num_threads(tc.n_threads())
+    {
+      const int64_t me = omp_get_thread_num(), team = omp_get_num_threads();
+      quant::rowlane_q8_0(packed, V, E, x, static_cast<int>(n), out, static_cast<size_t>(V), ng * me / team,
+                          ng * (me + 1) / team);
+    }
+    return;
+  }
+#endif
   matmul(output_, tmp, n, out, tc);
+}
+
+void Model::prepare_decode_layouts() {
+#if defined(SNAPKV_VNNI)
+  const char* env = std::getenv("SNAPKV_ROWLANE");
+  const bool on = !(env != nullptr && std::string_view(env) == "0") && quant::token_lanes_enabled();
+  const WeightView& W = output_;
+  if (!on || W.data == nullptr || W.type != GGMLType::Q8_0 || W.cols % 32 != 0 || W.rows < 1) return;
+  const size_t bytes = quant::rowlane_q8_0_bytes(W.rows, W.cols);
+  output_rowlane_.reset(new uint8_t[bytes]);
+  output_rowlane_bytes_ = bytes;
+  // In chunks, each chunk's GGUF pages dropped once packed (a file mapping would read them again
+  // on demand; nothing does: a tied matrix's embedding lookups read the repacked rows): the file
+  // pages and the copy never both stay resident, so the process's memory stays what the logits'
+  // reads of the GGUF rows made it.
+  const int64_t ng = (W.rows + quant::kRowLaneRows - 1) / quant::kRowLaneRows;
+  constexpr int64_t kChunkGroups = 256;  // 256 x 16 rows
+  const size_t stride = W.row_bytes();
+  const bool drop = gguf_.mapped();
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < (ng + kChunkGroups - 1) / kChunkGroups; ++c) {
+    const int64_t g0 = c * kChunkGroups, g1 = std::min(ng, g0 + kChunkGroups);
+    quant::pack_rowlane_q8_0_groups(W.data, stride, W.rows, W.cols, output_rowlane_.get(), g0, g1);
+    if (drop) {
+      const auto lo = reinterpret_cast<uintptr_t>(W.data + static_cast<size_t>(g0 * quant::kRowLaneRows) * stride);
+      const auto hi = reinterpret_cast<uintptr_t>(
+          W.data + static_cast<size_t>(std::min(W.rows, g1 * quant::kRowLaneRows)) * stride);
+      const uintptr_t a = (lo + page - 1) / page * page, e = hi / page * page;
+      if (e > a) ::madvise(reinterpret_cast<void*>(a), e - a, MADV_DONTNEED);  // only a hint: errors ignored
+    }
+  }
+#endif
 }
 
 void Model::attention_block(int il, BlockBatch& b, const float* x_normed) const {

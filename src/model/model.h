@@ -124,8 +124,14 @@ class Model {
   /// out [n x n_embd].
   void embed(std::span<const int32_t> tokens, float* out) const;
   /// Final RMSNorm and output projection of n rows: h [n x n_embd] -> logits [n x n_vocab].
-  /// `tmp` is scratch of n * n_embd floats.
+  /// `tmp` is scratch of n * n_embd floats. With a row-lane output matrix (see
+  /// output_rowlane_bytes) calls of 1-7 rows use it; the values equal the token-lane kernels' of
+  /// larger calls bit for bit, so a row's logits do not depend on how many rows share the call.
   void logits(const float* h, int64_t n, float* out, float* tmp, ThreadContext& tc) const;
+  /// Bytes of the output matrix kept in row-lane layout (quant/kern_rowlane.h) for decode, 0 when
+  /// not: made at load for a Q8_0 output matrix in AVX-512 VNNI builds unless SNAPKV_ROWLANE=0 or
+  /// SNAPKV_TOKEN_LANES=0; the GGUF pages of that matrix are then dropped from memory.
+  size_t output_rowlane_bytes() const { return output_rowlane_bytes_; }
   /// Runs block il on `b`: reads b.h, appends each span's keys/values (after K-norm and RoPE) to
   /// its cache (make_room must have been called), attends per span, and adds both residual
   /// branches to b.h. Afterwards b.buf->q holds the rows' queries (after Q-norm and RoPE,
@@ -143,6 +149,8 @@ class Model {
   /// Shared part of the block: attention (Q/K/V projections -> optional QK-norm -> RoPE -> cache
   /// append -> attention), leaving the attention output projected into b.buf->xn.
   void attention_block(int il, BlockBatch& b, const float* x_normed) const;
+  /// After bind_weights: the row-lane copy of a Q8_0 output matrix (output_rowlane_bytes).
+  void prepare_decode_layouts();
 
   GGUFFile gguf_;
   ModelConfig cfg_;
@@ -151,6 +159,8 @@ class Model {
   std::vector<float> output_norm_;
   std::vector<float> rope_freqs_;  ///< optional rope_freqs.weight [n_rot/2]
   size_t weight_bytes_ = 0;
+  std::unique_ptr<uint8_t[]> output_rowlane_;  ///< output_ in row-lane layout, or null
+  size_t output_rowlane_bytes_ = 0;
 };
 
 }  // namespace snapkv

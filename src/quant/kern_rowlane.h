@@ -1,7 +1,8 @@
 // snapkv: a decode (one token) matmul for Q8_0 weights stored row-interleaved ("row lanes"):
 // 16 weight rows per group, one row per 32-bit lane of an AVX-512 register (issue 13).
 //
-// Status: a measured prototype, not used by the engine. The engine's decode kernel
+// Used by the engine for the output projection of Q8_0 models (Model::logits, calls of 1-7 rows;
+// 8 or more rows take the token-lane kernels, whose bits these are). The engine's decode kernel
 // (kern_legacy.h, 16-row tile) walks each row's blocks in GGUF order and sums 16 lanes per row at
 // the end; per pair of blocks and row it spends ~9 cycles on Zen 4 (unpack, two f16 scale lookups,
 // convert, scale, accumulate), so it is compute-bound below ~30 GB/s per core even when the
@@ -9,8 +10,9 @@
 // bytes of quants, lane l holding row l's 4 bytes 4k..4k+3 in register k: eight `vpdpbusd` with
 // the token's 4-byte group broadcast give the 16 rows' integer block sums with no reduction.
 // bench_kernels `DecodeRowLane/Q8_0/...` against `Decode/Q8_0/...` measures it (docs/benchmarks.md,
-// "Row-interleaved Q8_0 for decode"); using it needs the weights repacked at load (this layout
-// instead of the GGUF rows, not beside them) and every reader of those matrices taught the layout.
+// "Row-interleaved Q8_0 for decode"). The matrix is repacked at load and its GGUF pages dropped
+// (model.cpp; a tied matrix's embedding lookups read the repacked rows); the layer matrices
+// still use the GGUF rows.
 //
 // Bits: per (row, block) the exact int32 sum corr + sum_k dpbusd(u, x) (u = q + 128, corr = -128 x
 // sum of the block's x quants), then acc = fma(float(isum), d_w * d_x, acc) in block order: the
@@ -23,6 +25,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/fp16.h"
 #include "quant/act_quant.h"
 #include "quant/blocks.h"
 #include "quant/prefetch.h"
@@ -40,12 +43,14 @@ inline size_t rowlane_q8_0_bytes(int64_t rows, int64_t cols) {
          kRowLaneBlockBytes;
 }
 
-/// Repacks GGUF Q8_0 rows (w, w_stride bytes apart) into `out` (rowlane_q8_0_bytes): group g,
-/// block b at (g * nb + b) * kRowLaneBlockBytes holds the 16 rows' f16 scales, then for k = 0..7
-/// 64 bytes: lane l = row 16 g + l's quants 4k..4k+3 of block b, each + 128 (unsigned).
-inline void pack_rowlane_q8_0(const uint8_t* w, size_t w_stride, int64_t rows, int64_t cols, uint8_t* out) {
-  const int64_t nb = cols / 32, ng = (rows + kRowLaneRows - 1) / kRowLaneRows;
-  for (int64_t g = 0; g < ng; ++g)
+/// Repacks GGUF Q8_0 rows (w, w_stride bytes apart) of groups [g0, g1) into `out`
+/// (rowlane_q8_0_bytes for the whole matrix): group g, block b at (g * nb + b) *
+/// kRowLaneBlockBytes holds the 16 rows' f16 scales, then for k = 0..7 64 bytes: lane l = row
+/// 16 g + l's quants 4k..4k+3 of block b, each + 128 (unsigned). Rows past `rows`: zeros.
+inline void pack_rowlane_q8_0_groups(const uint8_t* w, size_t w_stride, int64_t rows, int64_t cols, uint8_t* out,
+                                     int64_t g0, int64_t g1) {
+  const int64_t nb = cols / 32;
+  for (int64_t g = g0; g < g1; ++g)
     for (int64_t b = 0; b < nb; ++b) {
       uint8_t* dst = out + static_cast<size_t>(g * nb + b) * kRowLaneBlockBytes;
       std::memset(dst, 0, kRowLaneBlockBytes);
@@ -60,28 +65,56 @@ inline void pack_rowlane_q8_0(const uint8_t* w, size_t w_stride, int64_t rows, i
     }
 }
 
-/// One token's activations for the row-lane kernel, from its Q8 row (act_quant.h, made with
-/// offset 128): per block the 8 four-byte groups of quants, the total corr and the scale.
-struct RowLaneAct {
-  std::vector<uint32_t> xq;  ///< [nb][8]
-  std::vector<int32_t> corr;
-  std::vector<float> d;
-  void build(const uint8_t* act, int64_t cols) {
-    const int64_t nb = cols / 32;
-    xq.resize(static_cast<size_t>(nb) * 8);
-    corr.resize(static_cast<size_t>(nb));
-    d.resize(static_cast<size_t>(nb));
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* src = act + q8_block_offset(b);
-      std::memcpy(&xq[static_cast<size_t>(b) * 8], src, 32);
-      int32_t c[8], total = 0;
-      std::memcpy(c, src + kQ8Corr, sizeof(c));
-      for (const int32_t v : c) total += v;
-      corr[static_cast<size_t>(b)] = total;
-      std::memcpy(&d[static_cast<size_t>(b)], src + kQ8Dv, 4);
-    }
+/// pack_rowlane_q8_0_groups over the whole matrix.
+inline void pack_rowlane_q8_0(const uint8_t* w, size_t w_stride, int64_t rows, int64_t cols, uint8_t* out) {
+  pack_rowlane_q8_0_groups(w, w_stride, rows, cols, out, 0, (rows + kRowLaneRows - 1) / kRowLaneRows);
+}
+
+/// Row r of a row-lane Q8_0 matrix as floats (out[cols]): d * q per element, the values
+/// dequantize_row gives for the GGUF row (the embedding lookup of a tied, repacked matrix).
+inline void dequantize_rowlane_q8_0_row(const uint8_t* packed, int64_t cols, int64_t r, float* out) {
+  const int64_t nb = cols / 32, g = r / kRowLaneRows;
+  const int l = static_cast<int>(r % kRowLaneRows);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = packed + static_cast<size_t>(g * nb + b) * kRowLaneBlockBytes;
+    uint16_t h;
+    std::memcpy(&h, blk + 2 * l, 2);
+    const float d = fp16_to_fp32(h);
+    for (int k = 0; k < 8; ++k)
+      for (int i = 0; i < 4; ++i)
+        out[b * 32 + 4 * k + i] = d * static_cast<float>(static_cast<int8_t>(blk[32 + 64 * k + 4 * l + i] ^ 0x80));
   }
+}
+
+/// One token's activations for the row-lane kernel (build_rowlane_act): per block b the 8
+/// four-byte groups of quants xq[8b..8b+7], the sum of the 8 corr terms and the scale d[b].
+struct RowLaneAct {
+  const uint32_t* xq = nullptr;
+  const int32_t* corr = nullptr;
+  const float* d = nullptr;
 };
+
+/// Bytes build_rowlane_act writes for `cols` (a multiple of 32): 40 per block, rounded up to 64.
+inline size_t rowlane_act_bytes(int64_t cols) { return round_up64(static_cast<size_t>(cols / 32) * 40); }
+
+/// The row-lane view of a token's Q8 row (act_quant.h, quantized with offset 128), written into
+/// `buf` (rowlane_act_bytes(cols), 4-byte aligned); the view points into buf.
+inline RowLaneAct build_rowlane_act(const uint8_t* act, int64_t cols, uint8_t* buf) {
+  const int64_t nb = cols / 32;
+  auto* xq = reinterpret_cast<uint32_t*>(buf);
+  auto* corr = reinterpret_cast<int32_t*>(buf + static_cast<size_t>(nb) * 32);
+  auto* d = reinterpret_cast<float*>(buf + static_cast<size_t>(nb) * 36);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* src = act + q8_block_offset(b);
+    std::memcpy(xq + b * 8, src, 32);
+    int32_t c[8], total = 0;
+    std::memcpy(c, src + kQ8Corr, sizeof(c));
+    for (const int32_t v : c) total += v;
+    corr[b] = total;
+    std::memcpy(d + b, src + kQ8Dv, 4);
+  }
+  return {xq, corr, d};
+}
 
 #if defined(SNAPKV_VNNI)
 /// Y[t][r] = W.row(r) . x[t] (at y + t * y_stride + r) for T tokens and the rows of groups

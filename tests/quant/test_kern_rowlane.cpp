@@ -40,6 +40,20 @@ TEST(RowLane, PackHoldsEveryWeightOnce) {
     }
 }
 
+TEST(RowLane, RowsDequantizeAsTheGgufRows) {
+  const int64_t rows = 45, cols = 640;
+  const auto w = qtest::random_rows(GGMLType::Q8_0, rows, cols, 21);
+  const WeightView W{GGMLType::Q8_0, rows, cols, w.data()};
+  std::vector<uint8_t> p(quant::rowlane_q8_0_bytes(rows, cols));
+  quant::pack_rowlane_q8_0(w.data(), W.row_bytes(), rows, cols, p.data());
+  std::vector<float> a(static_cast<size_t>(cols)), b(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    dequantize_row(GGMLType::Q8_0, W.row(r), a.data(), cols);
+    quant::dequantize_rowlane_q8_0_row(p.data(), cols, r, b.data());
+    ASSERT_EQ(a, b) << "row " << r;
+  }
+}
+
 TEST(RowLane, EqualsTheTokenLaneKernelBitForBit) {
 #if !defined(SNAPKV_VNNI)
   GTEST_SKIP() << "AVX-512 VNNI only";
@@ -63,9 +77,12 @@ TEST(RowLane, EqualsTheTokenLaneKernelBitForBit) {
       quant::pack_rowlane_q8_0(w.data(), W.row_bytes(), rows, cols, packed.data());
       std::vector<uint8_t> act(quant::q8_row_stride(cols));
       std::vector<quant::RowLaneAct> ra(static_cast<size_t>(n));
+      const size_t ab = quant::rowlane_act_bytes(cols);
+      std::vector<uint8_t> abuf(static_cast<size_t>(n) * ab);
       for (int64_t t = 0; t < n; ++t) {
         quant::quantize_q8_row(x.data() + t * cols, cols, 128, false, act.data());
-        ra[static_cast<size_t>(t)].build(act.data(), cols);
+        ra[static_cast<size_t>(t)] =
+            quant::build_rowlane_act(act.data(), cols, abuf.data() + static_cast<size_t>(t) * ab);
       }
       // 1..7 tokens at once (the weights loaded once for all), from token t0 on.
       const auto y_stride = static_cast<size_t>(rows) + 16;
