@@ -194,24 +194,10 @@ void run_rowlane(benchmark::State& st, Shape s, int threads, int n) {
   std::vector<uint8_t> packed(q::rowlane_q8_0_bytes(s.rows, s.cols));
   q::pack_rowlane_q8_0(w.data(), W.row_bytes(), s.rows, s.cols, packed.data());
   const auto x = make_x(n * s.cols);
-  std::vector<uint8_t> act(q::q8_row_stride(s.cols));
-  std::vector<q::RowLaneAct> ra(static_cast<size_t>(n));
-  const size_t ab = q::rowlane_act_bytes(s.cols);
-  std::vector<uint8_t> abuf(static_cast<size_t>(n) * ab);
-  const auto y_stride = static_cast<size_t>(s.rows) + q::kRowLaneRows;
-  std::vector<float> y(static_cast<size_t>(n) * y_stride);
-  const int64_t ng = (s.rows + q::kRowLaneRows - 1) / q::kRowLaneRows;
+  std::vector<float> y(static_cast<size_t>(n * s.rows));
+  snapkv::ThreadContext tc(threads);
   for (auto _ : st) {
-    for (int t = 0; t < n; ++t) {
-      q::quantize_q8_row(x.data() + static_cast<size_t>(t) * static_cast<size_t>(s.cols), s.cols, 128, false,
-                         act.data());
-      ra[static_cast<size_t>(t)] = q::build_rowlane_act(act.data(), s.cols, abuf.data() + static_cast<size_t>(t) * ab);
-    }
-#pragma omp parallel num_threads(threads)
-    {
-      const int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
-      q::rowlane_q8_0(packed.data(), s.rows, s.cols, ra.data(), n, y.data(), y_stride, ng * t / T, ng * (t + 1) / T);
-    }
+    q::matmul_rowlane_q8_0(packed.data(), s.rows, s.cols, x.data(), n, y.data(), tc);
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }

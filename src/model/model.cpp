@@ -2,7 +2,6 @@
 #include "model/model.h"
 
 #include <fmt/format.h>
-#include <omp.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -16,16 +15,11 @@
 #include "model/arch.h"
 #include "model/norm.h"
 #include "model/op_timer.h"
-#include "quant/act_quant.h"
 #include "quant/kern_rowlane.h"
 #include "quant/matmul_impl.h"
 #include "snapkv/error.h"
 
 namespace snapkv {
-
-namespace {
-constexpr int64_t kRowLaneMaxTokens = 7;  ///< calls of 8 rows or more: the token-lane kernels (same bits)
-}  // namespace
 
 int64_t read_int(const GGUFFile& f, const std::string& key, int64_t lo, int64_t hi) {
   if (!f.has(key)) throw Error(fmt::format("{}: metadata key '{}' is missing", f.path(), key));
@@ -192,34 +186,15 @@ void Model::embed(std::span<const int32_t> tokens, float* out) const {
 void Model::logits(const float* h, int64_t n, float* out, float* tmp, ThreadContext& tc) const {
   const int64_t E = cfg_.n_embd;
   rms_norm_rows(h, E, output_norm_.data(), tmp, E, E, n, cfg_.rms_eps, tc.n_threads());
-#if defined(SNAPKV_VNNI)
-  if (output_rowlane_ != nullptr && n >= 1 && n <= kRowLaneMaxTokens) {
-    // Each row quantized to Q8_0 (offset 128, as the token-lane kernels do), then all the groups
-    // of 16 vocabulary rows split evenly over the threads.
-    const size_t q8 = quant::q8_row_stride(E), ab = quant::rowlane_act_bytes(E);
-    uint8_t* act = tc.scratch(quant::kSlotAct, 0, static_cast<size_t>(n) * q8);
-    uint8_t* abuf = tc.scratch(quant::kSlotLanes, 0, static_cast<size_t>(n) * ab);
-    quant::RowLaneAct x[kRowLaneMaxTokens];
-    for (int64_t t = 0; t < n; ++t) {
-      quant::quantize_q8_row(tmp + t * E, E, 128, false, act + static_cast<size_t>(t) * q8);
-      x[t] = quant::build_rowlane_act(act + static_cast<size_t>(t) * q8, E, abuf + static_cast<size_t>(t) * ab);
-    }
-    const int64_t V = output_.rows, ng = (V + quant::kRowLaneRows - 1) / quant::kRowLaneRows;
-    const uint8_t* packed = output_rowlane_.get();
-#pragma omp parallel num_threads(tc.n_threads())
-    {
-      const int64_t me = omp_get_thread_num(), team = omp_get_num_threads();
-      quant::rowlane_q8_0(packed, V, E, x, static_cast<int>(n), out, static_cast<size_t>(V), ng * me / team,
-                          ng * (me + 1) / team);
-    }
+  if (output_rowlane_ != nullptr && n >= 1 && n <= quant::kRowLaneMaxTokens) {
+    quant::matmul_rowlane_q8_0(output_rowlane_.get(), output_.rows, E, tmp, n, out, tc);
     return;
   }
-#endif
   matmul(output_, tmp, n, out, tc);
 }
 
 void Model::prepare_decode_layouts() {
-#if defined(SNAPKV_VNNI)
+  if constexpr (!quant::kRowLaneSupported) return;
   const char* env = std::getenv("SNAPKV_ROWLANE");
   const bool on = !(env != nullptr && std::string_view(env) == "0") && quant::token_lanes_enabled();
   const WeightView& W = output_;
@@ -230,15 +205,15 @@ void Model::prepare_decode_layouts() {
   // In chunks, each chunk's GGUF pages dropped once packed (a file mapping would read them again
   // on demand; nothing does: a tied matrix's embedding lookups read the repacked rows): the file
   // pages and the copy never both stay resident, so the process's memory stays what the logits'
-  // reads of the GGUF rows made it.
+  // reads of the GGUF rows made it. On the loading thread alone (the engine starts no threads of
+  // its own; Gemma 3's 178 MB take ~0.1 s).
   const int64_t ng = (W.rows + quant::kRowLaneRows - 1) / quant::kRowLaneRows;
   constexpr int64_t kChunkGroups = 256;  // 256 x 16 rows
   const size_t stride = W.row_bytes();
   const bool drop = gguf_.mapped();
   const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-#pragma omp parallel for schedule(static)
-  for (int64_t c = 0; c < (ng + kChunkGroups - 1) / kChunkGroups; ++c) {
-    const int64_t g0 = c * kChunkGroups, g1 = std::min(ng, g0 + kChunkGroups);
+  for (int64_t g0 = 0; g0 < ng; g0 += kChunkGroups) {
+    const int64_t g1 = std::min(ng, g0 + kChunkGroups);
     quant::pack_rowlane_q8_0_groups(W.data, stride, W.rows, W.cols, output_rowlane_.get(), g0, g1);
     if (drop) {
       const auto lo = reinterpret_cast<uintptr_t>(W.data + static_cast<size_t>(g0 * quant::kRowLaneRows) * stride);
@@ -248,7 +223,6 @@ void Model::prepare_decode_layouts() {
       if (e > a) ::madvise(reinterpret_cast<void*>(a), e - a, MADV_DONTNEED);  // only a hint: errors ignored
     }
   }
-#endif
 }
 
 void Model::attention_block(int il, BlockBatch& b, const float* x_normed) const {

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "core/fp16.h"
+#include "core/thread_context.h"
 #include "quant/act_quant.h"
 #include "quant/blocks.h"
 #include "quant/prefetch.h"
@@ -33,7 +34,13 @@
 
 namespace snapkv::quant {
 
-inline constexpr int kRowLaneRows = 16;                    ///< rows per group (register lanes)
+inline constexpr int kRowLaneRows = 16;      ///< rows per group (register lanes)
+inline constexpr int kRowLaneMaxTokens = 7;  ///< 8 or more tokens: the token-lane kernels (same bits)
+#if defined(SNAPKV_VNNI)
+inline constexpr bool kRowLaneSupported = true;  ///< the kernel exists in this build (AVX-512 VNNI)
+#else
+inline constexpr bool kRowLaneSupported = false;
+#endif
 inline constexpr size_t kRowLaneBlockBytes = 32 + 8 * 64;  ///< one group's block: 16 f16 scales + 16 x 32 quants
 
 /// Bytes of a Q8_0 matrix of rows x cols (cols % 32 == 0) in row-lane layout: ceil(rows / 16)
@@ -53,14 +60,18 @@ inline void pack_rowlane_q8_0_groups(const uint8_t* w, size_t w_stride, int64_t 
   for (int64_t g = g0; g < g1; ++g)
     for (int64_t b = 0; b < nb; ++b) {
       uint8_t* dst = out + static_cast<size_t>(g * nb + b) * kRowLaneBlockBytes;
-      std::memset(dst, 0, kRowLaneBlockBytes);
+      if ((g + 1) * kRowLaneRows > rows) std::memset(dst, 0, kRowLaneBlockBytes);  // the last group's missing rows
       for (int l = 0; l < kRowLaneRows; ++l) {
         const int64_t r = g * kRowLaneRows + l;
         if (r >= rows) break;
         const uint8_t* blk = w + static_cast<size_t>(r) * w_stride + static_cast<size_t>(b) * kQ8_0Bytes;
         std::memcpy(dst + 2 * l, blk, 2);
-        for (int k = 0; k < 8; ++k)
-          for (int i = 0; i < 4; ++i) dst[32 + 64 * k + 4 * l + i] = static_cast<uint8_t>(blk[2 + 4 * k + i] ^ 0x80);
+        for (int k = 0; k < 8; ++k) {  // 4 quants at a time, each + 128
+          uint32_t q4;
+          std::memcpy(&q4, blk + 2 + 4 * k, 4);
+          q4 ^= 0x80808080u;
+          std::memcpy(dst + 32 + 64 * k + 4 * l, &q4, 4);
+        }
       }
     }
 }
@@ -123,7 +134,7 @@ inline RowLaneAct build_rowlane_act(const uint8_t* act, int64_t cols, uint8_t* b
 template <int T>
 inline void rowlane_q8_0_tokens(const uint8_t* packed, int64_t rows, int64_t cols, const RowLaneAct* x, float* y,
                                 size_t y_stride, int64_t g0, int64_t g1) {
-  static_assert(T >= 1 && T <= 7, "8 or more tokens: the token-lane kernels");
+  static_assert(T >= 1 && T <= kRowLaneMaxTokens, "8 or more tokens: the token-lane kernels");
   const int64_t nb = cols / 32;
   for (int64_t g = g0; g < g1; ++g) {
     const uint8_t* wg = packed + static_cast<size_t>(g * nb) * kRowLaneBlockBytes;
@@ -178,5 +189,12 @@ inline void rowlane_q8_0(const uint8_t* packed, int64_t rows, int64_t cols, cons
   }
 }
 #endif
+
+/// Y[t][r] = W.row(r) . X[t] for n = 1..kRowLaneMaxTokens tokens (X [n x cols] f32, Y [n x rows]),
+/// W (rows x cols Q8_0) in row-lane layout: each token quantized to Q8_0 as ggml does, the groups
+/// of 16 rows split evenly over tc's threads (one parallel region); scratch from tc. Throws
+/// snapkv::Error for another n, cols not a multiple of 32, or a build without kRowLaneSupported.
+void matmul_rowlane_q8_0(const uint8_t* packed, int64_t rows, int64_t cols, const float* X, int64_t n, float* Y,
+                         ThreadContext& tc);
 
 }  // namespace snapkv::quant

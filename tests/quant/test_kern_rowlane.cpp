@@ -3,8 +3,10 @@
 // >= 8 tokens) bit for bit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/thread_context.h"
@@ -13,6 +15,7 @@
 #include "quant/matmul_impl.h"
 #include "quant/quant.h"
 #include "quant_test_util.h"
+#include "snapkv/error.h"
 
 namespace snapkv {
 namespace {
@@ -98,10 +101,30 @@ TEST(RowLane, EqualsTheTokenLaneKernelBitForBit) {
             // the last group's missing rows are not stored
             EXPECT_EQ(y[static_cast<size_t>(t) * y_stride + static_cast<size_t>(rows)], -1.0f);
           }
+          // The driver the engine calls (quantizes the tokens itself, threads over the groups).
+          std::vector<float> yd(static_cast<size_t>(k * rows), -1.0f);
+          quant::matmul_rowlane_q8_0(packed.data(), rows, cols, x.data() + t0 * cols, k, yd.data(), tc);
+          ASSERT_TRUE(std::equal(yd.begin(), yd.end(), y_lanes.begin() + t0 * rows))
+              << "driver: rows " << rows << " cols " << cols << " tokens " << k << " from " << t0;
         }
     }
   }
 #endif
+}
+
+TEST(RowLane, DriverRejectsBadShapes) {
+  ThreadContext tc(1);
+  std::vector<uint8_t> packed(quant::rowlane_q8_0_bytes(16, 64));
+  std::vector<float> x(8 * 64), y(8 * 16);
+  for (const int64_t n : {0, 8}) {
+    try {
+      quant::matmul_rowlane_q8_0(packed.data(), 16, 64, x.data(), n, y.data(), tc);
+      ADD_FAILURE() << "no error for " << n << " tokens";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("1-7 tokens"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(quant::matmul_rowlane_q8_0(packed.data(), 16, 48, x.data(), 1, y.data(), tc), Error);
 }
 
 }  // namespace
