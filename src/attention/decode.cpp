@@ -26,10 +26,10 @@ using attn::kNegInf;
 constexpr int kKeyBlock = DecodeWorkspace::kKeyBlock;
 constexpr int kMaxSplits = DecodeWorkspace::kMaxSplits;
 
-// Q8_0 / Q4_0 caches need a dequantized key block per thread unless the AVX-512 tiles dequantize in
-// registers.
-// (SNAPKV_ATTN_AVX512 is only ever defined to 1, so it is tested with #if, never in an expression.)
-#if SNAPKV_ATTN_AVX512
+// Q8_0 / Q4_0 caches need a dequantized key block per thread unless the AVX2 / AVX-512 tiles
+// dequantize in registers.
+// (SNAPKV_ATTN_AVX2 is only ever defined to 1, so it is tested with #if, never in an expression.)
+#if SNAPKV_ATTN_AVX2
 constexpr bool kQuantTiles = false;
 #else
 constexpr bool kQuantTiles = true;
@@ -69,8 +69,8 @@ void check_shape(const AttentionParams& s) {
 /// One task: the G query heads of KV head g of one row over the keys [j0, j1) of `hc`, as split
 /// `split`. q: the row's queries [n_head][hd]; part: the row's partials [n_head][kMaxSplits][hd + 2].
 /// Every head's slot ends as (a_s [hd], m_s, l_s); m_s = -inf and l_s = 0 when no key was seen.
-/// A Q8_0 / Q4_0 cache runs with T = float on the values dequantize_kv_rows() gives: with AVX-512
-/// the tiles dequantize in registers (attn::Q8Rows, attn::Q4Rows); otherwise each key block's K and V rows
+/// A Q8_0 / Q4_0 cache runs with T = float on the values dequantize_kv_rows() gives: with AVX2 or
+/// AVX-512 the tiles dequantize in registers (attn::Q8Rows, attn::Q4Rows); otherwise each key block's K and V rows
 /// are dequantized into `tile` ([2][kKeyBlock][hd] floats; null unless uses_tile(hc.k_type())).
 /// Keys and values may be of two quantized types (kv_types_combine); otherwise one type.
 template <typename T>
@@ -157,7 +157,7 @@ void run_split(const AttentionParams& p, const float* q, const KVHeadCache& hc, 
     } else if constexpr (std::is_same_v<T, float>) {
       const auto* Kq = static_cast<const uint8_t*>(hc.k_data()) + static_cast<size_t>(kb) * k_rb;
       const auto* Vq = static_cast<const uint8_t*>(hc.v_data()) + static_cast<size_t>(kb) * v_rb;
-#if SNAPKV_ATTN_AVX512
+#if SNAPKV_ATTN_AVX2
       auto in_registers = [&](const auto& Kr, const auto& Vr) {
         block(
             nk,

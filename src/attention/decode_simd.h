@@ -70,6 +70,14 @@ inline void axpy_row(float* y, float a, const T* x, int hd) {
   }
 }
 
+#if SNAPKV_ATTN_AVX2
+// Row accessors of the register tiles: element d.. of row j as f32 lanes. load8 (8 lanes) serves
+// the AVX2 tiles; the 16-lane members (load16, load8z, load2x16) the AVX-512 ones.
+/// 8 lanes of a cache row as f32.
+inline __m256 load8(const float* x) { return _mm256_loadu_ps(x); }
+inline __m256 load8(const uint16_t* x) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x))); }
+#endif
+
 #if SNAPKV_ATTN_AVX512
 // The zero-masking forms with a full mask compile to the plain instructions; the plain intrinsics
 // trip GCC 12's -Wmaybe-uninitialized on their internal _mm512_undefined_ps().
@@ -78,16 +86,15 @@ inline __m512 load16(const float* x) { return _mm512_loadu_ps(x); }
 inline __m512 load16(const uint16_t* x) {
   return _mm512_maskz_cvtph_ps(0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)));
 }
-inline __m256 load8(const float* x) { return _mm256_loadu_ps(x); }
-inline __m256 load8(const uint16_t* x) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x))); }
 
 /// Elements [0, 8) of a row zero-extended to 16 lanes.
 inline __m512 load8z(const float* x) { return _mm512_maskz_loadu_ps(0x00FF, x); }
 inline __m512 load8z(const uint16_t* x) {
   return _mm512_maskz_cvtph_ps(0x00FF, _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x))));
 }
+#endif
 
-/// Row accessors of the AVX-512 tiles: element d.. of row j as f32 lanes.
+#if SNAPKV_ATTN_AVX2
 /// DenseRows: rows of hd elements of T (float or IEEE half), contiguous.
 template <typename T>
 struct DenseRows {
@@ -95,14 +102,16 @@ struct DenseRows {
   int hd;
   static constexpr bool kBlocks = false;  ///< load2x16 saves nothing over two load16
   const T* at(int j, int d) const { return p + static_cast<size_t>(j) * static_cast<size_t>(hd) + d; }
+  __m256 load8(int j, int d) const { return attn::load8(at(j, d)); }
+#if SNAPKV_ATTN_AVX512
   __m512 load16(int j, int d) const { return attn::load16(at(j, d)); }
   __m512 load8z(int j, int d) const { return attn::load8z(at(j, d)); }
-  __m256 load8(int j, int d) const { return attn::load8(at(j, d)); }
   /// Elements [d, d + 16) and [d + 16, d + 32) of row j.
   void load2x16(int j, int d, __m512& lo, __m512& hi) const {
     lo = load16(j, d);
     hi = load16(j, d + 16);
   }
+#endif
   DenseRows from(int j) const { return {at(j, 0), hd}; }
 };
 
@@ -126,6 +135,12 @@ struct Q8Rows {
   static const __m128i* quants(const uint8_t* blk, int d) {
     return reinterpret_cast<const __m128i*>(blk + 2 + d % kKVQ8Block);
   }
+  __m256 load8(int j, int d) const {
+    const uint8_t* b = block(j, d);
+    const __m256i qi = _mm256_cvtepi8_epi32(_mm_loadl_epi64(quants(b, d)));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(qi), _mm256_set1_ps(scale_of(b)));
+  }
+#if SNAPKV_ATTN_AVX512
   __m512 load16(int j, int d) const {
     const uint8_t* b = block(j, d);
     const __m512i qi = _mm512_maskz_cvtepi8_epi32(0xFFFF, _mm_loadu_si128(quants(b, d)));
@@ -136,11 +151,6 @@ struct Q8Rows {
     const __m512i qi = _mm512_maskz_cvtepi8_epi32(0x00FF, _mm_loadl_epi64(quants(b, d)));
     return _mm512_maskz_mul_ps(0x00FF, _mm512_maskz_cvtepi32_ps(0x00FF, qi), _mm512_set1_ps(scale_of(b)));
   }
-  __m256 load8(int j, int d) const {
-    const uint8_t* b = block(j, d);
-    const __m256i qi = _mm256_cvtepi8_epi32(_mm_loadl_epi64(quants(b, d)));
-    return _mm256_mul_ps(_mm256_cvtepi32_ps(qi), _mm256_set1_ps(scale_of(b)));
-  }
   /// The whole block of elements [d, d + 32) (d % 32 == 0): the scale is read once.
   void load2x16(int j, int d, __m512& lo, __m512& hi) const {
     const uint8_t* b = block(j, d);
@@ -150,6 +160,7 @@ struct Q8Rows {
     hi = _mm512_mul_ps(
         _mm512_maskz_cvtepi32_ps(0xFFFF, _mm512_maskz_cvtepi8_epi32(0xFFFF, _mm_loadu_si128(quants(b, 16)))), s);
   }
+#endif
   Q8Rows from(int j) const { return {p + static_cast<size_t>(j) * rb, rb}; }
 };
 
@@ -164,6 +175,16 @@ struct Q4Rows {
   const uint8_t* block(int j, int d) const {
     return p + static_cast<size_t>(j) * rb + static_cast<size_t>(d / kKVQ4Block) * kKVQ4BlockBytes;
   }
+  static const uint8_t* bytes_at(const uint8_t* blk, int d) { return blk + 2 + d % (kKVQ4Block / 2); }
+  __m256 load8(int j, int d) const {
+    const uint8_t* b = block(j, d);
+    const __m256i by = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes_at(b, d))));
+    const __m256i nib =
+        (d % kKVQ4Block) >= kKVQ4Block / 2 ? _mm256_srli_epi32(by, 4) : _mm256_and_si256(by, _mm256_set1_epi32(0xF));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(nib, _mm256_set1_epi32(8))),
+                         _mm256_set1_ps(Q8Rows::scale_of(b)));
+  }
+#if SNAPKV_ATTN_AVX512
   /// q - 8 of elements d.. from their bytes (zero-extended to int32 lanes): the high nibbles for
   /// d % 32 >= 16, else the low ones.
   static __m512i codes(__m512i bytes, int d) {
@@ -171,7 +192,6 @@ struct Q4Rows {
                                                            : _mm512_and_si512(bytes, _mm512_set1_epi32(0xF));
     return _mm512_sub_epi32(nib, _mm512_set1_epi32(8));
   }
-  static const uint8_t* bytes_at(const uint8_t* blk, int d) { return blk + 2 + d % (kKVQ4Block / 2); }
   __m512 load16(int j, int d) const {
     const uint8_t* b = block(j, d);
     const __m512i by =
@@ -185,14 +205,6 @@ struct Q4Rows {
     return _mm512_maskz_mul_ps(0x00FF, _mm512_maskz_cvtepi32_ps(0x00FF, codes(by, d)),
                                _mm512_set1_ps(Q8Rows::scale_of(b)));
   }
-  __m256 load8(int j, int d) const {
-    const uint8_t* b = block(j, d);
-    const __m256i by = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes_at(b, d))));
-    const __m256i nib =
-        (d % kKVQ4Block) >= kKVQ4Block / 2 ? _mm256_srli_epi32(by, 4) : _mm256_and_si256(by, _mm256_set1_epi32(0xF));
-    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(nib, _mm256_set1_epi32(8))),
-                         _mm256_set1_ps(Q8Rows::scale_of(b)));
-  }
   /// The whole block of elements [d, d + 32) (d % 32 == 0): its 16 bytes and its scale are read once.
   void load2x16(int j, int d, __m512& lo, __m512& hi) const {
     const uint8_t* b = block(j, d);
@@ -202,9 +214,12 @@ struct Q4Rows {
     lo = _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, codes(by, 0)), s);
     hi = _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, codes(by, kKVQ4Block / 2)), s);
   }
+#endif
   Q4Rows from(int j) const { return {p + static_cast<size_t>(j) * rb, rb}; }
 };
+#endif  // SNAPKV_ATTN_AVX2
 
+#if SNAPKV_ATTN_AVX512
 /// S[h * s_stride + j] = scale * dot(q[h], K[j]) for h < NH, j < NJ, NH * NJ <= 16 (hd % 8 == 0):
 /// the accumulation of dot_f32 / dot_f32_f16 (see the file comment; the 8-element tail goes to
 /// lanes 0-7 only), one register per (head, key); tiles of 8 or more pairs reduce with hsum16 (core/hsum16.h).
@@ -334,6 +349,104 @@ inline void pv_heads(const float* P, int p_stride, const Rows& V, int nk, int hd
   if (d < hd) pv_tile8<NH>(P, p_stride, V, nk, d, acc);
 }
 
+#elif SNAPKV_ATTN_AVX2
+// AVX2 tiles (16 registers of 8 lanes): each (head, key) pair keeps the two 8-lane accumulators
+// of dot_f32 / dot_f32_f16 (dims [16 i, 16 i + 8) and [16 i + 8, 16 i + 16); an 8-element tail goes
+// to the first) and ends with their hsum(acc0 + acc1), so every score is bit for bit the row
+// helper's; the weighted sums add one FMA per key and element in key order, as axpy_f32 /
+// axpy_f16. Before these tiles the AVX2 build ran the row helpers one (head, key) pair at a time:
+// Gemma 3's decode attention at 725 tokens read its KV cache at 3.4 GB/s on Zen 3
+// (docs/benchmarks.md, "Decode attention on AVX2").
+
+/// S[h * s_stride + j] = scale * dot(q[h], K[j]) for h < NH, j < NJ (hd % 8 == 0); 2 NH NJ + NJ + 1
+/// registers live.
+template <int NH, int NJ, typename Rows>
+[[gnu::always_inline]] inline void scores_tile(const float* const* q, const Rows& K, int hd, float scale, float* S,
+                                               int s_stride) {
+  static_assert(2 * NH * NJ + NJ + 1 <= 16);
+  __m256 a0[NH][NJ], a1[NH][NJ];
+  for (int h = 0; h < NH; ++h)
+    for (int j = 0; j < NJ; ++j) a0[h][j] = a1[h][j] = _mm256_setzero_ps();
+  int d = 0;
+  for (; d + 16 <= hd; d += 16) {
+    __m256 kv[NJ];
+    for (int j = 0; j < NJ; ++j) kv[j] = K.load8(j, d);
+    for (int h = 0; h < NH; ++h) {
+      const __m256 qv = _mm256_loadu_ps(q[h] + d);
+      for (int j = 0; j < NJ; ++j) a0[h][j] = _mm256_fmadd_ps(qv, kv[j], a0[h][j]);
+    }
+    for (int j = 0; j < NJ; ++j) kv[j] = K.load8(j, d + 8);
+    for (int h = 0; h < NH; ++h) {
+      const __m256 qv = _mm256_loadu_ps(q[h] + d + 8);
+      for (int j = 0; j < NJ; ++j) a1[h][j] = _mm256_fmadd_ps(qv, kv[j], a1[h][j]);
+    }
+  }
+  if (d < hd) {  // hd % 16 == 8: the tail goes to the first accumulator
+    for (int j = 0; j < NJ; ++j) {
+      const __m256 kv = K.load8(j, d);
+      for (int h = 0; h < NH; ++h) a0[h][j] = _mm256_fmadd_ps(_mm256_loadu_ps(q[h] + d), kv, a0[h][j]);
+    }
+  }
+  for (int h = 0; h < NH; ++h)
+    for (int j = 0; j < NJ; ++j) S[h * s_stride + j] = scale * hsum(_mm256_add_ps(a0[h][j], a1[h][j]));
+}
+
+/// acc[h][d0 .. d0 + 8 NV) += sum_j P[h * p_stride + j] * V[j][d0 .. d0 + 8 NV) for h < NH, j
+/// ascending: NH x NV accumulators stay in registers over the block.
+/// pf (may be null): asks for bytes [pb0, pb1) of the value rows ahead, one row per key (KVPrefetch).
+template <int NH, int NV, typename Rows>
+[[gnu::always_inline]] inline void pv_tile(const float* P, int p_stride, const Rows& V, int nk, int d0,
+                                           float* const* acc, const KVPrefetch* pf, size_t pb0, size_t pb1) {
+  static_assert(NH * NV + NH + 1 <= 16);
+  __m256 a[NH][NV];
+  for (int h = 0; h < NH; ++h)
+    for (int v = 0; v < NV; ++v) a[h][v] = _mm256_loadu_ps(acc[h] + d0 + 8 * v);
+  for (int j = 0; j < nk; ++j) {
+    if (pf) pf->values(j, pb0, pb1);
+    __m256 w[NH];
+    for (int h = 0; h < NH; ++h) w[h] = _mm256_broadcast_ss(P + h * p_stride + j);
+    for (int v = 0; v < NV; ++v) {
+      const __m256 x = V.load8(j, d0 + 8 * v);
+      for (int h = 0; h < NH; ++h) a[h][v] = _mm256_fmadd_ps(w[h], x, a[h][v]);
+    }
+  }
+  for (int h = 0; h < NH; ++h)
+    for (int v = 0; v < NV; ++v) _mm256_storeu_ps(acc[h] + d0 + 8 * v, a[h][v]);
+}
+
+/// Scores of NH heads over nk keys: tiles of 4 / 2 / 2 / 1 keys for 1 / 2 / 3 / 4 heads, then
+/// single keys; each tile first asks pf (may be null) for its key rows ahead.
+template <int NH, typename Rows>
+inline void scores_heads(const float* const* q, const Rows& K, int nk, int hd, float scale, float* S, int s_stride,
+                         const KVPrefetch* pf) {
+  constexpr int NJ = NH == 1 ? 4 : NH == 4 ? 1 : 2;
+  int j = 0;
+  for (; j + NJ <= nk; j += NJ) {
+    if (pf) pf->keys(j, NJ);
+    scores_tile<NH, NJ>(q, K.from(j), hd, scale, S + j, s_stride);
+  }
+  for (; j < nk; ++j) {
+    if (pf) pf->keys(j, 1);
+    scores_tile<NH, 1>(q, K.from(j), hd, scale, S + j, s_stride);
+  }
+}
+
+/// The block's columns in passes of 32 (1-2 heads) or 16 (3-4 heads), then 8; each pass asks pf
+/// for the bytes of the value rows ahead that hold its columns, as the AVX-512 pv_heads.
+template <int NH, typename Rows>
+inline void pv_heads(const float* P, int p_stride, const Rows& V, int nk, int hd, float* const* acc,
+                     const KVPrefetch* pf) {
+  constexpr int NV = NH <= 3 ? 4 : 2;
+  const size_t rb = pf ? pf->v_rb : 0;
+  auto bytes_to = [&](int d1) { return d1 >= hd ? rb : static_cast<size_t>(d1) * rb / static_cast<size_t>(hd); };
+  int d = 0;
+  for (; d + 8 * NV <= hd; d += 8 * NV)
+    pv_tile<NH, NV>(P, p_stride, V, nk, d, acc, pf, bytes_to(d), bytes_to(d + 8 * NV));
+  for (; d < hd; d += 8) pv_tile<NH, 1>(P, p_stride, V, nk, d, acc, pf, bytes_to(d), bytes_to(d + 8));
+}
+#endif
+
+#if SNAPKV_ATTN_AVX2
 /// scores_block / pv_block over any row accessor (hd % 8 == 0, nh <= kHeadTile).
 template <typename Rows>
 inline void scores_rows(const float* const* q, int nh, const Rows& K, int nk, int hd, float scale, float* S,
@@ -375,7 +488,7 @@ constexpr int kHeadTile = 4;
 template <typename T>
 inline void scores_block(const float* const* q, int nh, const T* K, int nk, int hd, float scale, bool exact, float* S,
                          int s_stride, const KVPrefetch* pf = nullptr) {
-#if SNAPKV_ATTN_AVX512
+#if SNAPKV_ATTN_AVX2
   if (!exact && hd % 8 == 0) return scores_rows(q, nh, DenseRows<T>{K, hd}, nk, hd, scale, S, s_stride, pf);
 #endif
   if (pf) pf->keys(0, nk);
@@ -390,7 +503,7 @@ inline void scores_block(const float* const* q, int nh, const T* K, int nk, int 
 template <typename T>
 inline void pv_block(const float* P, int p_stride, int nh, const T* V, int nk, int hd, float* const* acc,
                      const KVPrefetch* pf = nullptr) {
-#if SNAPKV_ATTN_AVX512
+#if SNAPKV_ATTN_AVX2
   if (hd % 8 == 0) return pv_rows(P, p_stride, nh, DenseRows<T>{V, hd}, nk, hd, acc, pf);
 #endif
   if (pf)
