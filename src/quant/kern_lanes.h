@@ -1,4 +1,4 @@
-// snapkv: token-lane prefill kernels (AVX-512 VNNI) for the 32-element block types.
+// snapkv: token-lane prefill kernels (AVX-512 VNNI; AVX2) for the 32-element block types.
 //
 // For many tokens the pair kernels of kern_legacy.h spend most of their time on per-pair
 // float work (convert, scale, accumulate 16 lanes of one (row, token) pair). Here the 16
@@ -115,6 +115,88 @@ struct LaneLegacy {
   }
 };
 
-#endif  // SNAPKV_VNNI
+#elif defined(SNAPKV_AVX2)
+
+/// The lane_driver.h policy for reader U on AVX2 without VNNI: the lane layout, the loop over
+/// blocks and the per-(row, token) arithmetic of the VNNI policy (isum exact in int32, then
+/// acc = fma(float(isum), d_w * d_x, acc), + fma(m_w, s_x, acc)), so every output is bit for bit
+/// what an AVX-512 VNNI host computes. The 16 tokens of a tile are two 8-lane halves; a weight
+/// row's two accumulators stay in registers over all blocks. vpmaddubsw's int16 pair sums
+/// (at most 2 x kMaxU x 127) are exact, and so are sums of kGroupSum of them (<= 32767) before
+/// vpmaddwd widens them to int32. Unsigned readers keep the entry of the VNNI policy
+/// (u[32] | f32 d | f32 m); Q8_0 (signed) stores |q| there and q at byte 64 (128-byte entries),
+/// and multiplies |q| by x carrying q's sign (vpsignb), as the AVX2 pair kernel does.
+template <class U>
+struct LaneLegacy {
+  static constexpr int64_t kBlock = 32;
+  static constexpr size_t kTileBlockBytes = kLaneBlock;
+  static constexpr size_t kEntryBytes = U::kSigned ? 128 : 64;
+  static constexpr bool kCorr = KLegacy<U>::act_offset() != 0;
+  static constexpr int kGroupSum = 8 * 2 * U::kMaxU * 127 <= 32767   ? 8
+                                   : 4 * 2 * U::kMaxU * 127 <= 32767 ? 4
+                                   : 2 * 2 * U::kMaxU * 127 <= 32767 ? 2
+                                                                     : 1;
+  static_assert(2 * U::kMaxU * 127 <= 32767);
+
+  static void build_tile(const uint8_t* act, size_t a_stride, int64_t n_tokens, int64_t cols, int64_t tile,
+                         uint8_t* out) {
+    build_lane_tile(act, a_stride, n_tokens, cols, tile, out);
+  }
+  static void unpack(const uint8_t* blk, uint8_t* e) {
+    const __m256i u = U::u(blk);
+    if constexpr (U::kSigned) {
+      _mm256_store_si256(reinterpret_cast<__m256i*>(e), _mm256_sign_epi8(u, u));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(e + 64), u);
+    } else {
+      _mm256_store_si256(reinterpret_cast<__m256i*>(e), u);
+    }
+    const float d = U::d(blk), m = U::m(blk);
+    std::memcpy(e + 32, &d, 4);
+    std::memcpy(e + 36, &m, 4);
+  }
+  static void zero(uint8_t* e) { std::memset(e, 0, kEntryBytes); }
+
+  static void tile(const uint8_t* entries, const uint8_t* xt, int64_t nb, float (&out)[kLaneRows][kLanes]) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int r = 0; r < kLaneRows; ++r) {
+      __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* xb = xt + static_cast<size_t>(b) * kLaneBlock;
+        const uint8_t* e = entries + (static_cast<size_t>(b) * kLaneRows + r) * kEntryBytes;
+        __m256i is[2], s16[2];
+        for (int h = 0; h < 2; ++h)
+          is[h] = kCorr ? _mm256_load_si256(reinterpret_cast<const __m256i*>(xb + kLaneCorr + 32 * h))
+                        : _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; ++g) {
+          const __m256i w = _mm256_set1_epi32(static_cast<int>(load_u32(e + 4 * g)));
+          __m256i ws = w;
+          if constexpr (U::kSigned) ws = _mm256_set1_epi32(static_cast<int>(load_u32(e + 64 + 4 * g)));
+          for (int h = 0; h < 2; ++h) {
+            __m256i x = _mm256_load_si256(reinterpret_cast<const __m256i*>(xb + 64 * g + 32 * h));
+            if constexpr (U::kSigned) x = _mm256_sign_epi8(x, ws);
+            const __m256i p = _mm256_maddubs_epi16(w, x);
+            s16[h] = g % kGroupSum == 0 ? p : _mm256_add_epi16(s16[h], p);
+            if (g % kGroupSum == kGroupSum - 1) is[h] = _mm256_add_epi32(is[h], _mm256_madd_epi16(s16[h], ones));
+          }
+        }
+        float d, m;
+        std::memcpy(&d, e + 32, 4);
+        std::memcpy(&m, e + 36, 4);
+        for (int h = 0; h < 2; ++h) {
+          const __m256 xd = _mm256_load_ps(reinterpret_cast<const float*>(xb + kLaneD + 32 * h));
+          acc[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[h]), _mm256_mul_ps(_mm256_set1_ps(d), xd), acc[h]);
+          if constexpr (U::kMin)
+            acc[h] = _mm256_fmadd_ps(_mm256_set1_ps(m),
+                                     _mm256_load_ps(reinterpret_cast<const float*>(xb + kLaneS + 32 * h)), acc[h]);
+        }
+      }
+      _mm256_storeu_ps(out[r], acc[0]);
+      _mm256_storeu_ps(out[r] + 8, acc[1]);
+    }
+  }
+};
+
+#endif  // SNAPKV_VNNI / SNAPKV_AVX2
 
 }  // namespace snapkv::quant

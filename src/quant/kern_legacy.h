@@ -45,6 +45,7 @@ SNAPKV_INLINE __m512i add_bit4(__m512i v, const uint8_t* q0, const uint8_t* q1) 
 struct UQ4_0 {
   static constexpr int kBytes = kQ4_0Bytes;
   static constexpr int kOffset = 8;
+  static constexpr int kMaxU = 15;  ///< largest |quant| the SIMD kernels multiply (u, or |q| when signed)
   static constexpr bool kSigned = false, kMin = false;
   static float d(const uint8_t* b) { return load_f16(b); }
   static float m(const uint8_t*) { return 0.0f; }
@@ -65,6 +66,7 @@ struct UQ4_0 {
 struct UQ4_1 {
   static constexpr int kBytes = kQ4_1Bytes;
   static constexpr int kOffset = 0;
+  static constexpr int kMaxU = 15;
   static constexpr bool kSigned = false, kMin = true;
   static float d(const uint8_t* b) { return load_f16(b); }
   static float m(const uint8_t* b) { return load_f16(b + 2); }
@@ -85,6 +87,7 @@ struct UQ4_1 {
 struct UQ5_0 {
   static constexpr int kBytes = kQ5_0Bytes;
   static constexpr int kOffset = 16;
+  static constexpr int kMaxU = 31;
   static constexpr bool kSigned = false, kMin = false;
   static float d(const uint8_t* b) { return load_f16(b); }
   static float m(const uint8_t*) { return 0.0f; }
@@ -110,6 +113,7 @@ struct UQ5_0 {
 struct UQ5_1 {
   static constexpr int kBytes = kQ5_1Bytes;
   static constexpr int kOffset = 0;
+  static constexpr int kMaxU = 31;
   static constexpr bool kSigned = false, kMin = true;
   static float d(const uint8_t* b) { return load_f16(b); }
   static float m(const uint8_t* b) { return load_f16(b + 2); }
@@ -135,6 +139,7 @@ struct UQ5_1 {
 struct UQ8_0 {
   static constexpr int kBytes = kQ8_0Bytes;
   static constexpr int kOffset = 128;
+  static constexpr int kMaxU = 128;  // |q| of an int8 quant
   static constexpr bool kSigned = true, kMin = false;
   static float d(const uint8_t* b) { return load_f16(b); }
   static float m(const uint8_t*) { return 0.0f; }

@@ -1,4 +1,4 @@
-// snapkv: blocking / threading of the token-lane prefill kernels (AVX-512 VNNI).
+// snapkv: blocking / threading of the token-lane prefill kernels (AVX-512 VNNI, AVX2).
 //
 // The 16 lanes of a register are 16 tokens: the activations are transposed once per call
 // into 16-token tiles, and a micro-kernel computes kLaneRows weight rows x 16 tokens with

@@ -8,7 +8,7 @@
 namespace snapkv::quant {
 namespace {
 
-#if defined(SNAPKV_VNNI)
+#if defined(SNAPKV_AVX2)
 inline constexpr int64_t kLaneMinTokens = 8;  ///< from this many tokens on: token-lane kernel
 #endif
 
@@ -36,7 +36,7 @@ void run(const WeightView& W, const float* X, int64_t n_tokens, float* Y, Thread
   const size_t stride = q8_row_stride(W.cols);
   uint8_t* act = tc.scratch(kSlotAct, 0, act_bytes(W.cols, n_tokens));
   quantize<U>(W, X, n_tokens, act, tc.n_threads());
-#if defined(SNAPKV_VNNI)
+#if defined(SNAPKV_AVX2)
   if (n_tokens >= kLaneMinTokens && token_lanes_enabled()) {
     run_lanes<LaneLegacy<U>>(W, act, stride, n_tokens, Y, tc);
     return;
