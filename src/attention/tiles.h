@@ -19,9 +19,7 @@ inline float dot8(const float* a, const float* b, int n) {
   for (int d = 0; d < n; d += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + d), _mm256_loadu_ps(b + d), acc);
   return hsum(acc);
 }
-#endif
 
-#if SNAPKV_ATTN_AVX512
 /// hsum() of eight accumulators at once, in key order: lane k = ((a_k[0] + a_k[4]) + (a_k[1] +
 /// a_k[5])) + ((a_k[2] + a_k[6]) + (a_k[3] + a_k[7])), hsum's pairing, so each sum is bit for bit
 /// dot8's; 15 instructions instead of 8 x 7.
@@ -31,6 +29,9 @@ inline __m256 hsum8(const __m256* a) {
     t[k] = _mm256_add_ps(_mm256_permute2f128_ps(a[k], a[k + 4], 0x20), _mm256_permute2f128_ps(a[k], a[k + 4], 0x31));
   return _mm256_hadd_ps(_mm256_hadd_ps(t[0], t[1]), _mm256_hadd_ps(t[2], t[3]));
 }
+#endif
+
+#if SNAPKV_ATTN_AVX512
 
 /// qk_tile's scores for R rows (R <= 2: 8 R accumulators) x 8 keys per register tile, keys
 /// [0, nk8) with nk8 % 8 == 0: dot8's 8-lane partial sums, reduced together by hsum8.
@@ -188,9 +189,9 @@ inline void qk_tile(const float* const* qrows, int nr, const float* K, int nk, i
         __m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a03 = a00;
         __m256 a10 = a00, a11 = a00, a12 = a00, a13 = a00;
         for (int d = 0; d < hd; d += 8) {
-          const __m256 x0 = _mm256_loadu_ps(q0 + d), x1 = _mm256_loadu_ps(q1 + d);
-          const __m256 y0 = _mm256_loadu_ps(k0 + d), y1 = _mm256_loadu_ps(k0 + hd + d);
-          const __m256 y2 = _mm256_loadu_ps(k0 + 2 * hd + d), y3 = _mm256_loadu_ps(k0 + 3 * hd + d);
+          const __m256 x0 = load8_in_register(q0 + d), x1 = load8_in_register(q1 + d);
+          const __m256 y0 = load8_in_register(k0 + d), y1 = load8_in_register(k0 + hd + d);
+          const __m256 y2 = load8_in_register(k0 + 2 * hd + d), y3 = load8_in_register(k0 + 3 * hd + d);
           a00 = _mm256_fmadd_ps(x0, y0, a00);
           a01 = _mm256_fmadd_ps(x0, y1, a01);
           a02 = _mm256_fmadd_ps(x0, y2, a02);
@@ -200,16 +201,12 @@ inline void qk_tile(const float* const* qrows, int nr, const float* K, int nk, i
           a12 = _mm256_fmadd_ps(x1, y2, a12);
           a13 = _mm256_fmadd_ps(x1, y3, a13);
         }
-        float* s0 = S + static_cast<size_t>(r) * s_stride + j;
-        float* s1 = s0 + s_stride;
-        s0[0] = hsum(a00);
-        s0[1] = hsum(a01);
-        s0[2] = hsum(a02);
-        s0[3] = hsum(a03);
-        s1[0] = hsum(a10);
-        s1[1] = hsum(a11);
-        s1[2] = hsum(a12);
-        s1[3] = hsum(a13);
+        // Both rows' four sums at once: hsum8 reduces with hsum's pairing (lanes 0-3 row 0,
+        // 4-7 row 1); one at a time, the eight horizontal sums cost as much as the FMAs at hd 64.
+        const __m256 a[8] = {a00, a01, a02, a03, a10, a11, a12, a13};
+        const __m256 h = hsum8(a);
+        _mm_storeu_ps(S + static_cast<size_t>(r) * s_stride + j, _mm256_castps256_ps128(h));
+        _mm_storeu_ps(S + static_cast<size_t>(r + 1) * s_stride + j, _mm256_extractf128_ps(h, 1));
       }
       for (; j < nk; ++j) {
         S[static_cast<size_t>(r) * s_stride + j] = dot8(q0, K + static_cast<size_t>(j) * hd, hd);
@@ -243,8 +240,8 @@ inline void pv_rows2(const float* P, int p_stride, bool two_rows, const float* V
     const float* v = V + d;
     for (int j = 0; j < nk; ++j, v += hd) {
       const __m256 w0 = _mm256_broadcast_ss(p0 + j), w1 = _mm256_broadcast_ss(p1 + j);
-      const __m256 v0 = _mm256_loadu_ps(v), v1 = _mm256_loadu_ps(v + 8);
-      const __m256 v2 = _mm256_loadu_ps(v + 16), v3 = _mm256_loadu_ps(v + 24);
+      const __m256 v0 = load8_in_register(v), v1 = load8_in_register(v + 8);
+      const __m256 v2 = load8_in_register(v + 16), v3 = load8_in_register(v + 24);
       a0 = _mm256_fmadd_ps(w0, v0, a0);
       a1 = _mm256_fmadd_ps(w0, v1, a1);
       a2 = _mm256_fmadd_ps(w0, v2, a2);
