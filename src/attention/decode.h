@@ -23,8 +23,8 @@
 // non-flash path (double-summed below kExactDotBelow): ggml's rounding of K.Q. The probabilities
 // are not rounded to F16 (ggml's non-flash path rounds the normalized ones, which split-K cannot
 // know before the end). A Q8_0 or Q4_0 cache is treated exactly as an F32 cache holding its
-// dequantized values (f32 query, no rounding); the AVX-512 tiles dequantize in registers, other
-// builds a key block at a time into a per-thread tile. V sums accumulate in f32; each
+// dequantized values (f32 query, no rounding); the AVX-512 and AVX2 tiles dequantize in registers,
+// scalar builds a key block at a time into a per-thread tile. V sums accumulate in f32; each
 // block's exponentials are summed in double, the running sum l is kept in f32, and the splits are combined in double.
 #pragma once
 
@@ -48,7 +48,7 @@ struct DecodeQuery {
 
 /// Scratch of attention_decode() for up to max_rows rows, allocated once. Its size depends on the
 /// shape and max_rows only, never on the cache lengths (see bytes_for), except for Q8_0 / Q4_0
-/// caches in builds without AVX-512 (AVX-512 builds dequantize in registers): they also use
+/// caches in scalar builds (AVX-512 and AVX2 builds dequantize in registers): they also use
 /// one dequantized key block per thread (n_threads x 2 x kKeyBlock x head_dim floats), allocated by
 /// the first call with such rows and that many threads, before its parallel region, and kept. One call at a time.
 class DecodeWorkspace {

@@ -1,9 +1,10 @@
 // Register-tiled inner loops of the split-K decode attention kernel (attention/decode.cpp): the
 // scores of a few query heads against a block of keys, and the probability-weighted sum of the
-// block's value rows. AVX-512 tiles when available; otherwise the row helpers of simd.h (AVX2 or
-// scalar), one (head, key) pair at a time.
+// block's value rows. AVX-512 or AVX2 register tiles when available; otherwise the row helpers of
+// simd.h (scalar), one (head, key) pair at a time.
 //
-// Scores are bit-identical to the simd.h dot helpers whatever the path: with AVX-512 each
+// Scores are bit-identical to the simd.h dot helpers whatever the path (the AVX2 tiles: see their
+// section below): with AVX-512 each
 // (head, key) pair accumulates in one 16-lane register whose lanes 0-7 / 8-15 receive exactly the
 // products that dot_f32 / dot_f32_f16 put in their two 8-lane accumulators, the 8-element tail goes
 // to lanes 0-7 as it goes to their first accumulator, and the final reduction is the same hsum().
@@ -29,8 +30,8 @@ namespace snapkv::attn {
 /// weighted sum asks, at key j, for the bytes of V row j (counted from `v`) that hold the pass's
 /// columns (rows of k_rb / v_rb bytes; only rows below n_k / n_v, the rows the split still has).
 /// run_split points k and v a fixed number of rows ahead of the block (kPrefetchKeys /
-/// kPrefetchValues in decode.cpp), so the rows are in L2 when the tiles reach them. Builds without
-/// the AVX-512 tiles ask for a whole block at once. Measured on the Intel host: one burst per block
+/// kPrefetchValues in decode.cpp), so the rows are in L2 when the tiles reach them (the AVX2 tiles
+/// too); scalar builds ask for a whole block at once. Measured on the Intel host: one burst per block
 /// gained 1.0-1.5x, this spread form 1.02-1.29x more (docs/benchmarks.md, "Decode attention:
 /// prefetch spread over the block").
 struct KVPrefetch {
@@ -356,10 +357,10 @@ inline void pv_heads(const float* P, int p_stride, const Rows& V, int nk, int hd
 // helper's; the weighted sums add one FMA per key and element in key order, as axpy_f32 /
 // axpy_f16. Before these tiles the AVX2 build ran the row helpers one (head, key) pair at a time:
 // Gemma 3's decode attention at 725 tokens read its KV cache at 3.4 GB/s on Zen 3
-// (docs/benchmarks.md, "Decode attention on AVX2").
+// (docs/benchmarks.md, "AVX2 hosts").
 
 /// S[h * s_stride + j] = scale * dot(q[h], K[j]) for h < NH, j < NJ (hd % 8 == 0); 2 NH NJ + NJ + 1
-/// registers live.
+/// registers live, plus the row accessor's temporaries (a quantized row's scale and constants).
 template <int NH, int NJ, typename Rows>
 [[gnu::always_inline]] inline void scores_tile(const float* const* q, const Rows& K, int hd, float scale, float* S,
                                                int s_stride) {
@@ -431,7 +432,7 @@ inline void scores_heads(const float* const* q, const Rows& K, int nk, int hd, f
   }
 }
 
-/// The block's columns in passes of 32 (1-2 heads) or 16 (3-4 heads), then 8; each pass asks pf
+/// The block's columns in passes of 32 (1-3 heads) or 16 (4 heads), then 8; each pass asks pf
 /// for the bytes of the value rows ahead that hold its columns, as the AVX-512 pv_heads.
 template <int NH, typename Rows>
 inline void pv_heads(const float* P, int p_stride, const Rows& V, int nk, int hd, float* const* acc,

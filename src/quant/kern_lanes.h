@@ -11,7 +11,8 @@
 // Per (row, token) the result is one f32 accumulator updated once per block in block order:
 // it does not depend on the lane, the tile or the thread (bitwise invariant to thread count
 // and to the token's position), but it rounds differently from the pair kernels used for
-// decode (n_tokens == 1), by a few f32 ulps of the accumulated terms.
+// decode (n_tokens == 1), by a few f32 ulps of the accumulated terms. The AVX2 policy at the end
+// of this file does the same arithmetic with two 8-lane registers per 16 tokens (same bits).
 #pragma once
 
 #include <cstring>
@@ -136,7 +137,7 @@ struct LaneLegacy {
                                    : 4 * 2 * U::kMaxU * 127 <= 32767 ? 4
                                    : 2 * 2 * U::kMaxU * 127 <= 32767 ? 2
                                                                      : 1;
-  static_assert(2 * U::kMaxU * 127 <= 32767);
+  static_assert(2 * U::kMaxU * 127 <= 32767 && 8 % kGroupSum == 0);
 
   static void build_tile(const uint8_t* act, size_t a_stride, int64_t n_tokens, int64_t cols, int64_t tile,
                          uint8_t* out) {
@@ -163,7 +164,7 @@ struct LaneLegacy {
       for (int64_t b = 0; b < nb; ++b) {
         const uint8_t* xb = xt + static_cast<size_t>(b) * kLaneBlock;
         const uint8_t* e = entries + (static_cast<size_t>(b) * kLaneRows + r) * kEntryBytes;
-        __m256i is[2], s16[2];
+        __m256i is[2], s16[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
         for (int h = 0; h < 2; ++h)
           is[h] = kCorr ? _mm256_load_si256(reinterpret_cast<const __m256i*>(xb + kLaneCorr + 32 * h))
                         : _mm256_setzero_si256();

@@ -139,7 +139,7 @@ struct UQ5_1 {
 struct UQ8_0 {
   static constexpr int kBytes = kQ8_0Bytes;
   static constexpr int kOffset = 128;
-  static constexpr int kMaxU = 128;  // |q| of an int8 quant
+  static constexpr int kMaxU = 128;  ///< |q| of an int8 quant (q = -128 included)
   static constexpr bool kSigned = true, kMin = false;
   static float d(const uint8_t* b) { return load_f16(b); }
   static float m(const uint8_t*) { return 0.0f; }

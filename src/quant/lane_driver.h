@@ -1,10 +1,11 @@
 // snapkv: blocking / threading of the token-lane prefill kernels (AVX-512 VNNI, AVX2).
 //
-// The 16 lanes of a register are 16 tokens: the activations are transposed once per call
-// into 16-token tiles, and a micro-kernel computes kLaneRows weight rows x 16 tokens with
-// one f32 accumulator per (row, token), updated once per block in block order. Weight rows
-// are unpacked kLaneRows at a time into a per-thread buffer (unsigned quants + scales) and
-// reused for every token tile of a chunk (chunks keep the transposed activations in L2).
+// The 16 lanes of a register (two 8-lane registers with AVX2) are 16 tokens: the activations
+// are transposed once per call into 16-token tiles, and a micro-kernel computes kLaneRows
+// weight rows x 16 tokens with one f32 accumulator per (row, token), updated once per block
+// in block order. Weight rows are unpacked kLaneRows at a time into a per-thread buffer
+// (unsigned quants + scales) and reused for every token tile of a chunk (chunks keep the
+// transposed activations in L2).
 // OpenMP threads take contiguous ranges of row tiles (static schedule); a value never depends
 // on the thread count, the token's lane or tile, only on (row, token) and the data.
 #pragma once

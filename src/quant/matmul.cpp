@@ -146,7 +146,7 @@ void matmul_group(std::span<const MatmulProduct> products, const float* X, int64
     check(p.W, X, n_tokens, p.Y);
   }
   // From 8 tokens on, separate calls: there the quantized types take the token-lane kernels
-  // (with AVX-512 VNNI), whose regions are their own (the other cases are not grouped either).
+  // (AVX2 / AVX-512 VNNI), whose regions are their own (the other cases are not grouped either).
   if (n_tokens >= 8 || products.size() == 1) {
     for (const MatmulProduct& p : products) matmul(p.W, X, n_tokens, p.Y, tc);
     return;

@@ -2,8 +2,8 @@
 // converse) is attended exactly as an F32 cache holding its dequantized values: prefill
 // (blocked, several queries) and decode (split-K) give the same bits, for GQA / MQA shapes, sliding
 // windows, ragged heads and 1 or 2 threads. (Prefill dequantizes a key block into f32, AVX-512
-// decode dequantizes both types in registers (attn::Q8Rows / Q4Rows; other builds into a
-// per-thread tile), and all run the F32 arithmetic; this pins that contract, so the accuracy of
+// and AVX2 decode dequantize both types in registers (attn::Q8Rows / Q4Rows; scalar builds into
+// a per-thread tile), and all run the F32 arithmetic; this pins that contract, so the accuracy of
 // q8_0 / q4_0 is only the quantization's. Decode at head_dim 32 and 96 covers tiles that start in
 // the middle of a 32-element block and the 64- plus 16-wide V tiles.)
 #include <gtest/gtest.h>

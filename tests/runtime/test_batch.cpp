@@ -5,7 +5,7 @@
 // Which results are bit-identical: with F32/F16/BF16 weights every matmul kernel computes each
 // (row, token) with the same operations whatever the batch (src/quant/tiling.h), attention runs per
 // sequence, and prefill attention does not depend on how a prompt is chunked (chunks >= 2 tokens),
-// so stories260K (F32 weights) must match bit for bit. With quantized weights and AVX-512 VNNI, a
+// so stories260K (F32 weights) must match bit for bit. With quantized weights (AVX2 or AVX-512), a
 // call of >= 8 rows uses the token-lane kernels instead of the decode kernels: logits then differ
 // by f32 rounding only (Gemma below: greedy tokens equal, logits within a measured tolerance).
 #include <gtest/gtest.h>

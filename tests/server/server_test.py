@@ -406,7 +406,7 @@ def case_concurrency16(binary):
         elif press:
             b.update(press)
         bodies.append(b)
-    # With AVX-512 VNNI, a quantized matmul of >= 8 rows (16 decode rows, a prefill chunk) runs the
+    # With AVX2 or AVX-512 VNNI, a quantized matmul of >= 8 rows (16 decode rows, a prefill chunk) runs the
     # token-lane kernels, whose results differ from the decode kernels' (one row alone) by f32
     # rounding (src/quant/quant.h, "Determinism"); that flips greedy near-ties (measured: 1 and 5 of
     # the 16 streams differed in two runs). SNAPKV_TOKEN_LANES=0 keeps every call on the decode
