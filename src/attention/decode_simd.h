@@ -313,21 +313,10 @@ inline void pv_tile8(const float* P, int p_stride, const Rows& V, int nk, int d0
   for (int h = 0; h < NH; ++h) _mm256_storeu_ps(acc[h] + d0, a[h]);
 }
 
-/// Scores of NH heads over nk keys: tiles of 16 / NH keys (4 for NH = 3), then single keys; each
-/// tile first asks pf (may be null) for its key rows ahead.
-template <int NH, typename Rows>
-inline void scores_heads(const float* const* q, const Rows& K, int nk, int hd, float scale, float* S, int s_stride,
-                         const KVPrefetch* pf) {
-  constexpr int NJ = NH == 3 ? 4 : 16 / NH;
-  int j = 0;
-  for (; j + NJ <= nk; j += NJ) {
-    if (pf) pf->keys(j, NJ);
-    scores_tile<NH, NJ>(q, K.from(j), hd, scale, S + j, s_stride);
-  }
-  for (; j < nk; ++j) {
-    if (pf) pf->keys(j, 1);
-    scores_tile<NH, 1>(q, K.from(j), hd, scale, S + j, s_stride);
-  }
+/// Keys per score tile of NH heads: 16 / NH (4 for NH = 3), one 16-lane register per pair.
+template <int NH>
+constexpr int score_tile_keys() {
+  return NH == 3 ? 4 : 16 / NH;
 }
 
 /// The block's columns in passes of 64, then 16, then 8. Each 64- or 16-column pass asks pf for
@@ -415,21 +404,11 @@ template <int NH, int NV, typename Rows>
     for (int v = 0; v < NV; ++v) _mm256_storeu_ps(acc[h] + d0 + 8 * v, a[h][v]);
 }
 
-/// Scores of NH heads over nk keys: tiles of 4 / 2 / 2 / 1 keys for 1 / 2 / 3 / 4 heads, then
-/// single keys; each tile first asks pf (may be null) for its key rows ahead.
-template <int NH, typename Rows>
-inline void scores_heads(const float* const* q, const Rows& K, int nk, int hd, float scale, float* S, int s_stride,
-                         const KVPrefetch* pf) {
-  constexpr int NJ = NH == 1 ? 4 : NH == 4 ? 1 : 2;
-  int j = 0;
-  for (; j + NJ <= nk; j += NJ) {
-    if (pf) pf->keys(j, NJ);
-    scores_tile<NH, NJ>(q, K.from(j), hd, scale, S + j, s_stride);
-  }
-  for (; j < nk; ++j) {
-    if (pf) pf->keys(j, 1);
-    scores_tile<NH, 1>(q, K.from(j), hd, scale, S + j, s_stride);
-  }
+/// Keys per score tile of NH heads: 4 / 2 / 2 / 1 for 1 / 2 / 3 / 4 heads (two 8-lane
+/// registers per pair).
+template <int NH>
+constexpr int score_tile_keys() {
+  return NH == 1 ? 4 : NH == 4 ? 1 : 2;
 }
 
 /// The block's columns in passes of 32 (1-3 heads) or 16 (4 heads), then 8; each pass asks pf
@@ -448,6 +427,23 @@ inline void pv_heads(const float* P, int p_stride, const Rows& V, int nk, int hd
 #endif
 
 #if SNAPKV_ATTN_AVX2
+/// Scores of NH heads over nk keys: tiles of score_tile_keys<NH>() keys, then single keys; each
+/// tile first asks pf (may be null) for its key rows ahead.
+template <int NH, typename Rows>
+inline void scores_heads(const float* const* q, const Rows& K, int nk, int hd, float scale, float* S, int s_stride,
+                         const KVPrefetch* pf) {
+  constexpr int NJ = score_tile_keys<NH>();
+  int j = 0;
+  for (; j + NJ <= nk; j += NJ) {
+    if (pf) pf->keys(j, NJ);
+    scores_tile<NH, NJ>(q, K.from(j), hd, scale, S + j, s_stride);
+  }
+  for (; j < nk; ++j) {
+    if (pf) pf->keys(j, 1);
+    scores_tile<NH, 1>(q, K.from(j), hd, scale, S + j, s_stride);
+  }
+}
+
 /// scores_block / pv_block over any row accessor (hd % 8 == 0, nh <= kHeadTile).
 template <typename Rows>
 inline void scores_rows(const float* const* q, int nh, const Rows& K, int nk, int hd, float scale, float* S,

@@ -58,28 +58,37 @@ inline void build_lane_tile(const uint8_t* act, size_t a_stride, int64_t n_token
   }
 }
 
+/// What the lane_driver.h policies of the 32-element types share (VNNI and AVX2 below).
+struct LaneLegacyCommon {
+  static constexpr int64_t kBlock = 32;
+  static constexpr size_t kTileBlockBytes = kLaneBlock;
+  static void build_tile(const uint8_t* act, size_t a_stride, int64_t n_tokens, int64_t cols, int64_t tile,
+                         uint8_t* out) {
+    build_lane_tile(act, a_stride, n_tokens, cols, tile, out);
+  }
+  /// Bytes 32-39 of an unpacked entry: the block's d and m (0 without a minimum) as f32.
+  template <class U>
+  static void store_scales(const uint8_t* blk, uint8_t* e) {
+    const float d = U::d(blk), m = U::m(blk);
+    std::memcpy(e + 32, &d, 4);
+    std::memcpy(e + 36, &m, 4);
+  }
+};
+
 #if defined(SNAPKV_VNNI)
 
 /// The lane_driver.h policy for reader U (kern_legacy.h). Unpacked entry (64 bytes):
 /// u8 u[32] (unsigned quants) | f32 d | f32 m.
 template <class U>
-struct LaneLegacy {
-  static constexpr int64_t kBlock = 32;
-  static constexpr size_t kTileBlockBytes = kLaneBlock;
+struct LaneLegacy : LaneLegacyCommon {
   static constexpr size_t kEntryBytes = 64;
   static constexpr bool kCorr = KLegacy<U>::act_offset() != 0;
 
-  static void build_tile(const uint8_t* act, size_t a_stride, int64_t n_tokens, int64_t cols, int64_t tile,
-                         uint8_t* out) {
-    build_lane_tile(act, a_stride, n_tokens, cols, tile, out);
-  }
   static void unpack(const uint8_t* blk, uint8_t* e) {
     __m256i u = U::u(blk);
     if constexpr (U::kSigned) u = _mm256_xor_si256(u, _mm256_set1_epi8(static_cast<char>(0x80)));
     _mm256_store_si256(reinterpret_cast<__m256i*>(e), u);
-    const float d = U::d(blk), m = U::m(blk);
-    std::memcpy(e + 32, &d, 4);
-    std::memcpy(e + 36, &m, 4);
+    store_scales<U>(blk, e);
   }
   static void zero(uint8_t* e) { std::memset(e, 0, kEntryBytes); }
 
@@ -128,9 +137,7 @@ struct LaneLegacy {
 /// (u[32] | f32 d | f32 m); Q8_0 (signed) stores |q| there and q at byte 64 (128-byte entries),
 /// and multiplies |q| by x carrying q's sign (vpsignb), as the AVX2 pair kernel does.
 template <class U>
-struct LaneLegacy {
-  static constexpr int64_t kBlock = 32;
-  static constexpr size_t kTileBlockBytes = kLaneBlock;
+struct LaneLegacy : LaneLegacyCommon {
   static constexpr size_t kEntryBytes = U::kSigned ? 128 : 64;
   static constexpr bool kCorr = KLegacy<U>::act_offset() != 0;
   static constexpr int kGroupSum = 8 * 2 * U::kMaxU * 127 <= 32767   ? 8
@@ -139,10 +146,6 @@ struct LaneLegacy {
                                                                      : 1;
   static_assert(2 * U::kMaxU * 127 <= 32767 && 8 % kGroupSum == 0);
 
-  static void build_tile(const uint8_t* act, size_t a_stride, int64_t n_tokens, int64_t cols, int64_t tile,
-                         uint8_t* out) {
-    build_lane_tile(act, a_stride, n_tokens, cols, tile, out);
-  }
   static void unpack(const uint8_t* blk, uint8_t* e) {
     const __m256i u = U::u(blk);
     if constexpr (U::kSigned) {
@@ -151,9 +154,7 @@ struct LaneLegacy {
     } else {
       _mm256_store_si256(reinterpret_cast<__m256i*>(e), u);
     }
-    const float d = U::d(blk), m = U::m(blk);
-    std::memcpy(e + 32, &d, 4);
-    std::memcpy(e + 36, &m, 4);
+    store_scales<U>(blk, e);
   }
   static void zero(uint8_t* e) { std::memset(e, 0, kEntryBytes); }
 
