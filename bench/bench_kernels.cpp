@@ -721,8 +721,10 @@ void register_all() {
       for (const int64_t rows : {1, 16})
         for (const int th : {1, 2})
           for (const bool old : {true, false}) reg_attn(s, keys, rows, th, old, false);
-    // Cache-resident (1 MB, read again each iteration): the kernels' compute ceiling.
+    // Cache-resident (1 MB, read again each iteration: L3 on a 512 KiB-L2 core), and 256 keys
+    // (256 KB or less: L2-resident), the kernels' compute ceiling.
     for (const bool old : {true, false}) reg_attn(s, 1024, 1, 1, old, true);
+    reg_attn(s, 256, 1, 1, false, true);
     for (const int64_t keys : {1024, 4096, 16384, 32768})
       for (const int64_t rows : {1, 16})
         for (const int th : {1, 2}) reg_attn(s, keys, rows, th, false, false, snapkv::KVType::Q8_0);

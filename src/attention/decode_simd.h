@@ -28,7 +28,9 @@ namespace snapkv::attn {
 /// Software prefetch of a split's K and V rows, spread over the block's work: the score tile of
 /// keys [j, j + nj) asks for the K rows [j, j + nj) counted from `k`, and each column pass of the
 /// weighted sum asks, at key j, for the bytes of V row j (counted from `v`) that hold the pass's
-/// columns (rows of k_rb / v_rb bytes; only rows below n_k / n_v, the rows the split still has).
+/// columns (rows of k_rb / v_rb bytes; only rows below n_k / n_v, the rows the split still has);
+/// AVX2 builds with long rows ask for the V rows [j, j + nj) in the score tile instead
+/// (values_with_keys).
 /// run_split points k and v a fixed number of rows ahead of the block (kPrefetchKeys /
 /// kPrefetchValues in decode.cpp), so the rows are in L2 when the tiles reach them (the AVX2 tiles
 /// too); scalar builds ask for a whole block at once. Measured on the Intel host: one burst per block
@@ -313,6 +315,12 @@ inline void pv_tile8(const float* P, int p_stride, const Rows& V, int nk, int d0
   for (int h = 0; h < NH; ++h) _mm256_storeu_ps(acc[h] + d0, a[h]);
 }
 
+/// Whether the score tiles of NH heads ask for the value rows ahead too: never here, each column
+/// pass of the weighted sum asks for its own bytes (pv_heads below).
+template <int NH>
+constexpr bool values_with_keys(int /*hd*/) {
+  return false;
+}
 /// Keys per score tile of NH heads: 16 / NH (4 for NH = 3), one 16-lane register per pair.
 template <int NH>
 constexpr int score_tile_keys() {
@@ -340,6 +348,25 @@ inline void pv_heads(const float* P, int p_stride, const Rows& V, int nk, int hd
 }
 
 #elif SNAPKV_ATTN_AVX2
+/// Columns per pass of the weighted sum of NH heads (pv_heads below).
+template <int NH>
+constexpr int pv_pass_columns() {
+  return NH <= 3 ? 32 : 16;
+}
+
+/// Whether the score tiles of NH heads ask for the value rows ahead along with the key rows
+/// (whole rows, one per key) and the weighted sum asks for none: when the weighted sum makes
+/// more than two column passes per key block. Each pass asking for its bytes of every row ahead
+/// (the AVX-512 way, see pv_heads there) cost Gemma 3's shape (head_dim 256, 4 heads: 16 passes)
+/// a fifth of its compute: measured on Zen 3 1.2-1.3x faster this way cache-resident, 1.02-1.2x
+/// from memory at 16K keys; SmolLM2's shape (two passes) stays with the passes, where its Q8_0
+/// cache measured 3-6 % slower this way (docs/benchmarks.md, "AVX2 decode attention: value
+/// prefetch with the keys").
+template <int NH>
+constexpr bool values_with_keys(int hd) {
+  return hd > 2 * pv_pass_columns<NH>();
+}
+
 // AVX2 tiles (16 registers of 8 lanes): each (head, key) pair keeps the two 8-lane accumulators
 // of dot_f32 / dot_f32_f16 (dims [16 i, 16 i + 8) and [16 i + 8, 16 i + 16); an 8-element tail goes
 // to the first) and ends with their hsum(acc0 + acc1), so every score is bit for bit the row
@@ -411,12 +438,14 @@ constexpr int score_tile_keys() {
   return NH == 1 ? 4 : NH == 4 ? 1 : 2;
 }
 
-/// The block's columns in passes of 32 (1-3 heads) or 16 (4 heads), then 8; each pass asks pf
-/// for the bytes of the value rows ahead that hold its columns, as the AVX-512 pv_heads.
+/// The block's columns in passes of pv_pass_columns<NH>(), then 8; each pass asks pf for the
+/// bytes of the value rows ahead that hold its columns, as the AVX-512 pv_heads, unless the score
+/// tiles asked for them (values_with_keys).
 template <int NH, typename Rows>
 inline void pv_heads(const float* P, int p_stride, const Rows& V, int nk, int hd, float* const* acc,
                      const KVPrefetch* pf) {
-  constexpr int NV = NH <= 3 ? 4 : 2;
+  constexpr int NV = pv_pass_columns<NH>() / 8;
+  if (values_with_keys<NH>(hd)) pf = nullptr;
   const size_t rb = pf ? pf->v_rb : 0;
   auto bytes_to = [&](int d1) { return d1 >= hd ? rb : static_cast<size_t>(d1) * rb / static_cast<size_t>(hd); };
   int d = 0;
@@ -433,13 +462,17 @@ template <int NH, typename Rows>
 inline void scores_heads(const float* const* q, const Rows& K, int nk, int hd, float scale, float* S, int s_stride,
                          const KVPrefetch* pf) {
   constexpr int NJ = score_tile_keys<NH>();
+  const bool values = pf && values_with_keys<NH>(hd);
   int j = 0;
   for (; j + NJ <= nk; j += NJ) {
     if (pf) pf->keys(j, NJ);
+    if (values)
+      for (int i = 0; i < NJ; ++i) pf->values(j + i);
     scores_tile<NH, NJ>(q, K.from(j), hd, scale, S + j, s_stride);
   }
   for (; j < nk; ++j) {
     if (pf) pf->keys(j, 1);
+    if (values) pf->values(j);
     scores_tile<NH, 1>(q, K.from(j), hd, scale, S + j, s_stride);
   }
 }
