@@ -358,7 +358,7 @@ constexpr int pv_pass_columns() {
 /// (whole rows, one per key) and the weighted sum asks for none: when the weighted sum makes
 /// more than two column passes per key block. Each pass asking for its bytes of every row ahead
 /// (the AVX-512 way, see pv_heads there) cost Gemma 3's shape (head_dim 256, 4 heads: 16 passes)
-/// a fifth of its compute: measured on Zen 3 1.2-1.3x faster this way cache-resident, 1.02-1.2x
+/// a fifth of its compute: measured on Zen 3 1.2-1.3x faster this way cache-resident, 1.0-1.16x
 /// from memory at 16K keys; SmolLM2's shape (two passes) stays with the passes, where its Q8_0
 /// cache measured 3-6 % slower this way (docs/benchmarks.md, "AVX2 decode attention: value
 /// prefetch with the keys").
