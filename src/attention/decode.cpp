@@ -46,7 +46,8 @@ bool decode_prefetch() {
 }
 
 /// How far ahead of the key being computed the prefetches run, in rows: keys 32, values 64 (the
-/// values are read after the block's scores, so they get the longer lead). 16 / 32 keys and
+/// values are read after the block's scores, so they get the longer lead; the AVX2 tiles of long
+/// rows ask for them with the keys, attn::values_with_keys, still 64 rows ahead). 16 / 32 keys and
 /// 32 / 64 / 128 values measured within noise of each other on both shapes (SmolLM2 hd 64,
 /// Gemma 3 hd 256; 2026-12-03).
 constexpr int kPrefetchKeys = 32;

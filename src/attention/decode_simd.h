@@ -321,6 +321,7 @@ template <int NH>
 constexpr bool values_with_keys(int /*hd*/) {
   return false;
 }
+
 /// Keys per score tile of NH heads: 16 / NH (4 for NH = 3), one 16-lane register per pair.
 template <int NH>
 constexpr int score_tile_keys() {
@@ -358,10 +359,10 @@ constexpr int pv_pass_columns() {
 /// (whole rows, one per key) and the weighted sum asks for none: when the weighted sum makes
 /// more than two column passes per key block. Each pass asking for its bytes of every row ahead
 /// (the AVX-512 way, see pv_heads there) cost Gemma 3's shape (head_dim 256, 4 heads: 16 passes)
-/// a fifth of its compute: measured on Zen 3 1.2-1.3x faster this way cache-resident, 1.0-1.16x
-/// from memory at 16K keys; SmolLM2's shape (two passes) stays with the passes, where its Q8_0
-/// cache measured 3-6 % slower this way (docs/benchmarks.md, "AVX2 decode attention: value
-/// prefetch with the keys").
+/// 19-22 % of its compute: measured on Zen 3 with an F16 cache 1.17-1.30x faster this way
+/// cache-resident (Q8_0 1.07x), 1.0-1.16x from memory at 16K keys (Q8_0 1.11x); SmolLM2's shape
+/// (two passes) stays with the passes, where its Q8_0 cache measured 3-6 % slower this way
+/// (docs/benchmarks.md, "AVX2 decode attention: value prefetch with the keys").
 template <int NH>
 constexpr bool values_with_keys(int hd) {
   return hd > 2 * pv_pass_columns<NH>();
@@ -457,7 +458,8 @@ inline void pv_heads(const float* P, int p_stride, const Rows& V, int nk, int hd
 
 #if SNAPKV_ATTN_AVX2
 /// Scores of NH heads over nk keys: tiles of score_tile_keys<NH>() keys, then single keys; each
-/// tile first asks pf (may be null) for its key rows ahead.
+/// tile first asks pf (may be null) for its key rows ahead, and for its value rows too when
+/// values_with_keys<NH>(hd).
 template <int NH, typename Rows>
 inline void scores_heads(const float* const* q, const Rows& K, int nk, int hd, float scale, float* S, int s_stride,
                          const KVPrefetch* pf) {
@@ -493,6 +495,20 @@ inline void scores_rows(const float* const* q, int nh, const Rows& K, int nk, in
   }
 }
 
+/// values_with_keys for a tile of nh <= kHeadTile heads.
+inline bool values_with_keys_n(int nh, int hd) {
+  switch (nh) {
+    case 1:
+      return values_with_keys<1>(hd);
+    case 2:
+      return values_with_keys<2>(hd);
+    case 3:
+      return values_with_keys<3>(hd);
+    default:
+      return values_with_keys<4>(hd);
+  }
+}
+
 template <typename Rows>
 inline void pv_rows(const float* P, int p_stride, int nh, const Rows& V, int nk, int hd, float* const* acc,
                     const KVPrefetch* pf = nullptr) {
@@ -522,6 +538,12 @@ inline void scores_block(const float* const* q, int nh, const T* K, int nk, int 
   if (!exact && hd % 8 == 0) return scores_rows(q, nh, DenseRows<T>{K, hd}, nk, hd, scale, S, s_stride, pf);
 #endif
   if (pf) pf->keys(0, nk);
+#if SNAPKV_ATTN_AVX2
+  // The double-summed (exact) scores of an F16 cache with head_dim < 64 run here, but pv_block
+  // still takes the tiles, which leave the value rows to the scores when values_with_keys.
+  if (pf && hd % 8 == 0 && values_with_keys_n(nh, hd))
+    for (int j = 0; j < nk; ++j) pf->values(j);
+#endif
   for (int h = 0; h < nh; ++h)
     for (int j = 0; j < nk; ++j)
       S[h * s_stride + j] = scale * dot_row(q[h], K + static_cast<size_t>(j) * hd, hd, exact);
