@@ -722,9 +722,11 @@ void register_all() {
         for (const int th : {1, 2})
           for (const bool old : {true, false}) reg_attn(s, keys, rows, th, old, false);
     // Cache-resident (1 MB, read again each iteration: L3 on a 512 KiB-L2 core), and 256 keys
-    // (256 KB or less: L2-resident), the kernels' compute ceiling.
+    // (256 KB or less: L2-resident), the kernels' compute ceiling; 512 keys from memory: a
+    // Gemma 3 sliding-window layer.
     for (const bool old : {true, false}) reg_attn(s, 1024, 1, 1, old, true);
     reg_attn(s, 256, 1, 1, false, true);
+    reg_attn(s, 512, 1, 2, false, false);
     for (const int64_t keys : {1024, 4096, 16384, 32768})
       for (const int64_t rows : {1, 16})
         for (const int th : {1, 2}) reg_attn(s, keys, rows, th, false, false, snapkv::KVType::Q8_0);
