@@ -166,13 +166,13 @@ template <class U>
 struct KLegacy {
   static constexpr int kR = 4;  ///< rows per tile (prefill)
   static constexpr int kT = 4;  ///< tokens per tile
-  /// Rows per tile for n_tokens == 1. With AVX-512 VNNI 16, walked one after another (one
+  /// Rows per tile for n_tokens == 1. AVX-512 VNNI: 16 rows, walked one after another (one
   /// sequential weight stream) and reduced together by hsum16; the tile asks for its rows itself
-  /// (TileCtx::prefetch_rows), not tiling.h. With AVX2, Q4_0 and Q4_1 take 2 rows side by side
-  /// (two FMA chains, each row's arithmetic and bits unchanged; tiling.h asks for both rows
-  /// ahead): their streams from memory 1.06-1.14x faster, SmolLM2's decode 1.06-1.10x; the other
-  /// types 1 row (2 rows: Q5_0 1.04x, Q5_1 0.94x, Q8_0 0.76x from memory; docs/benchmarks.md,
-  /// "AVX2 decode matmuls: two rows per tile for Q4_0 / Q4_1").
+  /// (TileCtx::prefetch_rows), not tiling.h. AVX2: Q4_0 and Q4_1 take 2 rows side by side (two
+  /// FMA chains, each row's arithmetic and bits unchanged; tiling.h asks for both rows ahead):
+  /// their streams from memory 1.06-1.15x faster, SmolLM2's decode 1.03-1.09x; the other types
+  /// 1 row (2 rows: Q5_0 1.04x, Q5_1 0.94x, Q8_0 0.76x from memory; docs/benchmarks.md, "AVX2
+  /// decode matmuls: two rows per tile for Q4_0 / Q4_1").
 #if defined(SNAPKV_VNNI)
   static constexpr int kRDecode = 16;
   static constexpr bool kDecodeTilePrefetches = true;
