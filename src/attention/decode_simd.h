@@ -315,12 +315,9 @@ inline void pv_tile8(const float* P, int p_stride, const Rows& V, int nk, int d0
   for (int h = 0; h < NH; ++h) _mm256_storeu_ps(acc[h] + d0, a[h]);
 }
 
-/// Whether the score tiles of NH heads ask for the value rows ahead too: never here, each column
+/// Whether the score tiles of nh heads ask for the value rows ahead too: never here, each column
 /// pass of the weighted sum asks for its own bytes (pv_heads below).
-template <int NH>
-constexpr bool values_with_keys(int /*hd*/) {
-  return false;
-}
+constexpr bool values_with_keys(int /*nh*/, int /*hd*/) { return false; }
 
 /// Keys per score tile of NH heads: 16 / NH (4 for NH = 3), one 16-lane register per pair.
 template <int NH>
@@ -349,13 +346,10 @@ inline void pv_heads(const float* P, int p_stride, const Rows& V, int nk, int hd
 }
 
 #elif SNAPKV_ATTN_AVX2
-/// Columns per pass of the weighted sum of NH heads (pv_heads below).
-template <int NH>
-constexpr int pv_pass_columns() {
-  return NH <= 3 ? 32 : 16;
-}
+/// Columns per pass of the weighted sum of nh heads (pv_heads below).
+constexpr int pv_pass_columns(int nh) { return nh <= 3 ? 32 : 16; }
 
-/// Whether the score tiles of NH heads ask for the value rows ahead along with the key rows
+/// Whether the score tiles of nh heads ask for the value rows ahead along with the key rows
 /// (whole rows, one per key) and the weighted sum asks for none: when the weighted sum makes
 /// more than two column passes per key block. Each pass asking for its bytes of every row ahead
 /// (the AVX-512 way, see pv_heads there) cost Gemma 3's shape (head_dim 256, 4 heads: 16 passes)
@@ -363,10 +357,7 @@ constexpr int pv_pass_columns() {
 /// cache-resident (Q8_0 1.07x), 1.0-1.16x from memory at 16K keys (Q8_0 1.11x); SmolLM2's shape
 /// (two passes) stays with the passes, where its Q8_0 cache measured 3-6 % slower this way
 /// (docs/benchmarks.md, "AVX2 decode attention: value prefetch with the keys").
-template <int NH>
-constexpr bool values_with_keys(int hd) {
-  return hd > 2 * pv_pass_columns<NH>();
-}
+constexpr bool values_with_keys(int nh, int hd) { return hd > 2 * pv_pass_columns(nh); }
 
 // AVX2 tiles (16 registers of 8 lanes): each (head, key) pair keeps the two 8-lane accumulators
 // of dot_f32 / dot_f32_f16 (dims [16 i, 16 i + 8) and [16 i + 8, 16 i + 16); an 8-element tail goes
@@ -439,14 +430,14 @@ constexpr int score_tile_keys() {
   return NH == 1 ? 4 : NH == 4 ? 1 : 2;
 }
 
-/// The block's columns in passes of pv_pass_columns<NH>(), then 8; each pass asks pf for the
+/// The block's columns in passes of pv_pass_columns(NH), then 8; each pass asks pf for the
 /// bytes of the value rows ahead that hold its columns, as the AVX-512 pv_heads, unless the score
 /// tiles asked for them (values_with_keys).
 template <int NH, typename Rows>
 inline void pv_heads(const float* P, int p_stride, const Rows& V, int nk, int hd, float* const* acc,
                      const KVPrefetch* pf) {
-  constexpr int NV = pv_pass_columns<NH>() / 8;
-  if (values_with_keys<NH>(hd)) pf = nullptr;
+  constexpr int NV = pv_pass_columns(NH) / 8;
+  if (values_with_keys(NH, hd)) pf = nullptr;
   const size_t rb = pf ? pf->v_rb : 0;
   auto bytes_to = [&](int d1) { return d1 >= hd ? rb : static_cast<size_t>(d1) * rb / static_cast<size_t>(hd); };
   int d = 0;
@@ -459,12 +450,12 @@ inline void pv_heads(const float* P, int p_stride, const Rows& V, int nk, int hd
 #if SNAPKV_ATTN_AVX2
 /// Scores of NH heads over nk keys: tiles of score_tile_keys<NH>() keys, then single keys; each
 /// tile first asks pf (may be null) for its key rows ahead, and for its value rows too when
-/// values_with_keys<NH>(hd).
+/// values_with_keys(NH, hd).
 template <int NH, typename Rows>
 inline void scores_heads(const float* const* q, const Rows& K, int nk, int hd, float scale, float* S, int s_stride,
                          const KVPrefetch* pf) {
   constexpr int NJ = score_tile_keys<NH>();
-  const bool values = pf && values_with_keys<NH>(hd);
+  const bool values = pf && values_with_keys(NH, hd);
   int j = 0;
   for (; j + NJ <= nk; j += NJ) {
     if (pf) pf->keys(j, NJ);
@@ -492,20 +483,6 @@ inline void scores_rows(const float* const* q, int nh, const Rows& K, int nk, in
       return scores_heads<3>(q, K, nk, hd, scale, S, s_stride, pf);
     default:
       return scores_heads<4>(q, K, nk, hd, scale, S, s_stride, pf);
-  }
-}
-
-/// values_with_keys for a tile of nh <= kHeadTile heads.
-inline bool values_with_keys_n(int nh, int hd) {
-  switch (nh) {
-    case 1:
-      return values_with_keys<1>(hd);
-    case 2:
-      return values_with_keys<2>(hd);
-    case 3:
-      return values_with_keys<3>(hd);
-    default:
-      return values_with_keys<4>(hd);
   }
 }
 
@@ -541,7 +518,7 @@ inline void scores_block(const float* const* q, int nh, const T* K, int nk, int 
 #if SNAPKV_ATTN_AVX2
   // The double-summed (exact) scores of an F16 cache with head_dim < 64 run here, but pv_block
   // still takes the tiles, which leave the value rows to the scores when values_with_keys.
-  if (pf && hd % 8 == 0 && values_with_keys_n(nh, hd))
+  if (pf && hd % 8 == 0 && values_with_keys(nh, hd))
     for (int j = 0; j < nk; ++j) pf->values(j);
 #endif
   for (int h = 0; h < nh; ++h)
