@@ -35,7 +35,8 @@
 //                               GFLOP/s = 4 x head_dim x n_head x (visible keys summed over queries)
 // Shapes: Gemma 3 270M Q4_K_M (n_embd 640, n_ff 2048, q 1024 rows, k/v 256, vocab 262144 Q8_0)
 // with its tensor types, the synthetic SmolLM2-shaped Q8_0 model (576 / 1536 / 49152), and
-// large "stream" matrices (> L3) per type to measure memory-bound decode.
+// large "stream" matrices (> L3) per type, and Q5_0 at Gemma's row length 640, to measure
+// memory-bound decode.
 // Counters are computed from wall time; on a shared machine compare the cpu_time column
 // (single-thread runs) or use repetitions and the "_min" aggregate.
 // Run: build/bench_kernels [--benchmark_filter=Decode] [--benchmark_min_time=0.1]
@@ -649,6 +650,8 @@ void register_all() {
       {GGMLType::F16, "stream", 32768, 2048},  {GGMLType::BF16, "stream", 32768, 2048},
       {GGMLType::F32, "stream", 16384, 2048},
   };
+  // Gemma 3's rows of 640 (Q5_0: its q, k, gate and up projections), from memory.
+  const Shape stream_640[] = {{GGMLType::Q5_0, "stream", 196608, 640}};
   auto reg = [](const Shape& s, int64_t n, int threads) {
     const std::string name =
         n == 1 ? fmt::format("Decode/{}/{}/{}x{}/threads:{}", tname(s.type), s.what, s.rows, s.cols, threads)
@@ -678,6 +681,7 @@ void register_all() {
     for (const auto& s : synth) reg(s, 1, th);
     for (const auto& s : smol) reg(s, 1, th);
     for (const auto& s : stream) reg(s, 1, th);
+    for (const auto& s : stream_640) reg(s, 1, th);
   }
   // Prefill: the per-layer shapes, plus every type on one square-ish shape.
   const Shape per_type[] = {

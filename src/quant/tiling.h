@@ -111,7 +111,7 @@ void tiles_loop_rt(const TileCtx& c0, int64_t rows, int64_t n_tokens) {
 /// at a time. Several interleaved row streams are followed worse by the hardware prefetchers than
 /// one sequential stream, so such tiles are kRDecode 1, the legacy types' AVX-512 16-row tile
 /// that reads its rows one after another and only shares the final reduction, or the AVX2 tile of
-/// 2 Q4_0 / Q4_1 rows side by side, measured faster (its two FMA chains) despite two streams.
+/// 2 Q4_0 / Q4_1 / Q5_0 rows side by side, measured faster (its two FMA chains) despite two streams.
 template <class K>
 void tiles_loop(const TileCtx& c, int64_t rows, int64_t n_tokens) {
   if (n_tokens == 1) {
