@@ -300,7 +300,7 @@ struct KLegacy {
     }
 #if defined(SNAPKV_VNNI)
     // Every (row, token) pair: y = hsum16_one(acc) + (accm[0] + accm[1]), whatever the tile.
-    const float* tab = f16_f32_table();
+    const float* tab = c.f16_table;
     if constexpr (T == 1 && R == 16) {  // the decode tile: rows one by one, reduced together
       __m512 sums[16];
       alignas(64) float mins[16];
@@ -343,7 +343,7 @@ struct KLegacy {
       for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
     // Blocks walked by pairs (the Q8 row's layout, act_quant.h) with pointers stepped once per
     // pair: q8_block_offset(b) per block cost ~9 scalar operations of a ~27-operation Q8_0 loop.
-    const float* tab = f16_f32_table();
+    const float* tab = c.f16_table;
     const uint8_t* ap[T];
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) ap[t] = a[t];
