@@ -170,14 +170,14 @@ struct KLegacy {
   /// sequential weight stream) and reduced together by hsum16; the tile asks for its rows itself
   /// (TileCtx::prefetch_rows), not tiling.h. AVX2: Q4_0, Q4_1 and Q5_0 take 2 rows side by side
   /// (two FMA chains, each row's arithmetic and bits unchanged; tiling.h asks for both rows
-  /// ahead); Q5_1 and Q8_0 1 row (2 rows were 0.94x and 0.76-0.9x from memory). Measured on
+  /// ahead); Q5_1 and Q8_0 1 row (2 rows were 0.94x and 0.76-0.97x from memory). Measured on
   /// Zen 3: docs/benchmarks.md, "AVX2 decode matmuls: two rows per tile for Q4_0 / Q4_1" and
   /// "AVX2 decode matmuls: blocks by pairs, scales from the table, Q5_0 in 2-row tiles".
 #if defined(SNAPKV_VNNI)
   static constexpr int kRDecode = 16;
   static constexpr bool kDecodeTilePrefetches = true;
 #elif defined(SNAPKV_AVX2)
-  static constexpr int kRDecode = U::kMaxU == 15 || (U::kMaxU == 31 && !U::kMin) ? 2 : 1;
+  static constexpr int kRDecode = (U::kMaxU == 15 || (U::kMaxU == 31 && !U::kMin)) ? 2 : 1;
   static constexpr bool kDecodeTilePrefetches = false;
 #else
   static constexpr int kRDecode = 1;
@@ -243,46 +243,32 @@ struct KLegacy {
 #endif
 
 #if defined(SNAPKV_AVX2) && !defined(SNAPKV_VNNI)
-  /// AVX2: block b of every (row, token) pair of the tile; w[r] points at the row's current pair
-  /// of blocks, a[t] at the token's (act_quant.h), `half` (0 or 1) picks the pair's block. A
-  /// decode tile (T == 1) looks its block scales up in `tab` (f16_f32_table(): one load, where
-  /// F16C takes an insert, a conversion and a broadcast per block); a prefill tile converts them,
-  /// each used for T tokens. Both give the same float, so the bits do not depend on the tile.
-  template <int R, int T>
-  static SNAPKV_INLINE void step_avx2(const uint8_t* const* w, const uint8_t* const* a, int half,
-                                      const float* const* as, int64_t b, __m256 (&acc)[R][T], float (&accm)[R][T],
-                                      const float* tab) {
-    __m256i wu[R];
-    __m256 wd[R];
-    float wm[R];
+  /// AVX2 decode tile (one token): block b of each of its R rows; w[r] points at the row's current
+  /// pair of blocks, a at the token's (act_quant.h), `half` (0 or 1) picks the pair's block. The
+  /// block scales come from `tab` (f16_f32_table(): one load, where F16C takes an insert, a
+  /// conversion and a broadcast per block; the same float). Arithmetic per row as the tiles of
+  /// 2-7 tokens, so the bits do not depend on the tile.
+  template <int R>
+  static SNAPKV_INLINE void decode_step_avx2(const uint8_t* const* w, const uint8_t* a, int half, const float* as,
+                                             int64_t b, __m256 (&acc)[R][1], float (&accm)[R][1], const float* tab) {
+    const uint8_t* ab = a + half * 32;
+    const __m256i xq = _mm256_load_si256(reinterpret_cast<const __m256i*>(ab));
+    const __m256 xd = _mm256_load_ps(reinterpret_cast<const float*>(ab + kQ8Dv));
+    __m256i init = _mm256_setzero_si256();
+    if constexpr (act_offset() != 0) init = _mm256_load_si256(reinterpret_cast<const __m256i*>(ab + kQ8Corr));
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const uint8_t* blk = w[r] + half * U::kBytes;
-      if constexpr (T == 1)  // d is the first field of every legacy block
-        wd[r] = _mm256_broadcast_ss(tab + load_u16(blk));
-      else
-        wd[r] = _mm256_set1_ps(U::d(blk));
-      wu[r] = U::u(blk);
-      if constexpr (U::kMin) wm[r] = U::m(blk);
-    }
-#pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) {
-      const uint8_t* ab = a[t] + half * 32;
-      const __m256i xq = _mm256_load_si256(reinterpret_cast<const __m256i*>(ab));
-      const __m256 xd = _mm256_load_ps(reinterpret_cast<const float*>(ab + kQ8Dv));
-      __m256i init = _mm256_setzero_si256();
-      if constexpr (act_offset() != 0) init = _mm256_load_si256(reinterpret_cast<const __m256i*>(ab + kQ8Corr));
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) {
-        __m256i is;
-        if constexpr (U::kSigned) {  // sign trick: |w| * (x with the sign of w)
-          is = dot_u8s8(init, _mm256_sign_epi8(wu[r], wu[r]), _mm256_sign_epi8(xq, wu[r]));
-        } else {
-          is = dot_u8s8(init, wu[r], xq);
-        }
-        acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(wd[r], xd), acc[r][t]);
-        if constexpr (U::kMin) accm[r][t] += wm[r] * as[t][b];
+      const __m256 wd = _mm256_broadcast_ss(tab + load_u16(blk));  // d is the first field of every legacy block
+      const __m256i wu = U::u(blk);
+      __m256i is;
+      if constexpr (U::kSigned) {  // sign trick: |w| * (x with the sign of w)
+        is = dot_u8s8(init, _mm256_sign_epi8(wu, wu), _mm256_sign_epi8(xq, wu));
+      } else {
+        is = dot_u8s8(init, wu, xq);
       }
+      acc[r][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(wd, xd), acc[r][0]);
+      if constexpr (U::kMin) accm[r][0] += U::m(blk) * as[b];
     }
   }
 #endif
@@ -341,25 +327,58 @@ struct KLegacy {
     for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
-    // Blocks walked by pairs (the Q8 row's layout, act_quant.h) with pointers stepped once per
-    // pair: q8_block_offset(b) per block cost ~9 scalar operations of a ~27-operation Q8_0 loop.
-    const float* tab = c.f16_table;
-    const uint8_t* ap[T];
+    if constexpr (T == 1) {
+      // Decode: blocks walked by pairs (the Q8 row's layout, act_quant.h) with pointers stepped
+      // once per pair: q8_block_offset(b) per block cost ~9 scalar operations of a ~27-operation
+      // Q8_0 loop. (The tiles of 2-7 tokens keep one block per step: through this helper, with 16
+      // accumulators and 8 pointers, they measured 0.87-0.97x.)
+      const float* tab = c.f16_table;
+      const uint8_t* ap = a[0];
+      const uint8_t* wp[R];
 #pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) ap[t] = a[t];
-    const uint8_t* wp[R];
+      for (int r = 0; r < R; ++r) wp[r] = w[r];
+      int64_t b = 0;
+      for (; b + 2 <= nb; b += 2) {
+        decode_step_avx2<R>(wp, ap, 0, as[0], b, acc, accm, tab);
+        decode_step_avx2<R>(wp, ap, 1, as[0], b + 1, acc, accm, tab);
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) wp[r] = w[r];
-    int64_t b = 0;
-    for (; b + 2 <= nb; b += 2) {
-      step_avx2<R, T>(wp, ap, 0, as, b, acc, accm, tab);
-      step_avx2<R, T>(wp, ap, 1, as, b + 1, acc, accm, tab);
+        for (int r = 0; r < R; ++r) wp[r] += 2 * U::kBytes;
+        ap += kQ8Pair;
+      }
+      if (b < nb) decode_step_avx2<R>(wp, ap, 0, as[0], b, acc, accm, tab);
+    } else {
+      for (int64_t b = 0; b < nb; ++b) {
+        __m256i wu[R];
+        __m256 wd[R];
+        float wm[R];
 #pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) wp[r] += 2 * U::kBytes;
+        for (int r = 0; r < R; ++r) {
+          const uint8_t* blk = w[r] + b * U::kBytes;
+          wd[r] = _mm256_set1_ps(U::d(blk));
+          wu[r] = U::u(blk);
+          if constexpr (U::kMin) wm[r] = U::m(blk);
+        }
 #pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) ap[t] += kQ8Pair;
+        for (int t = 0; t < T; ++t) {
+          const uint8_t* ab = a[t] + q8_block_offset(b);
+          const __m256i xq = _mm256_load_si256(reinterpret_cast<const __m256i*>(ab));
+          const __m256 xd = _mm256_load_ps(reinterpret_cast<const float*>(ab + kQ8Dv));
+          __m256i init = _mm256_setzero_si256();
+          if constexpr (act_offset() != 0) init = _mm256_load_si256(reinterpret_cast<const __m256i*>(ab + kQ8Corr));
+#pragma GCC unroll 8
+          for (int r = 0; r < R; ++r) {
+            __m256i is;
+            if constexpr (U::kSigned) {  // sign trick: |w| * (x with the sign of w)
+              is = dot_u8s8(init, _mm256_sign_epi8(wu[r], wu[r]), _mm256_sign_epi8(xq, wu[r]));
+            } else {
+              is = dot_u8s8(init, wu[r], xq);
+            }
+            acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(wd[r], xd), acc[r][t]);
+            if constexpr (U::kMin) accm[r][t] += wm[r] * as[t][b];
+          }
+        }
+      }
     }
-    if (b < nb) step_avx2<R, T>(wp, ap, 0, as, b, acc, accm, tab);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8

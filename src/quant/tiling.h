@@ -39,8 +39,9 @@ struct TileCtx {
   /// Decode tiles of several rows (T == 1, R > 1) ask for row r + prefetch_rows before row r
   /// when that row exists (0: no prefetch); tiles_loop_rt sets it.
   int64_t prefetch_rows = 0;
-  /// f16_f32_table(), looked up once per product rather than once per tile (a call and a
-  /// guard check per tile were ~0.7 % of a Gemma 3 decode's samples).
+  /// f16_f32_table(), looked up once per TileCtx (about once per product) rather than once per
+  /// tile: a call and a guard check per tile were ~0.7 % of a Gemma 3 decode's samples. (So the
+  /// first product of any type builds the 256 KiB table.)
   const float* f16_table = f16_f32_table();
 };
 

@@ -170,6 +170,36 @@ TEST_P(MatmulTest, DecodeAndBatchesAgree) {
   }
 }
 
+// The 32-element block types at 1, 2, 7 and 20 blocks per row (odd and even counts: the AVX2
+// tiles walk blocks by pairs, then a lone last one), over 45 rows (the 2-row decode tiles of
+// Q4_0 / Q4_1 / Q5_0 end on a single row): one token against the references, and bitwise equal
+// to the same token inside a 5-token call (decode-style tiles of another shape).
+TEST_P(MatmulTest, DecodeTilesAtEveryBlockCount) {
+  const GGMLType t = GetParam();
+  if (qtest::block_of(t) != 32) GTEST_SKIP() << "32-element block types only";
+  const int64_t rows = 45;
+  for (const int64_t cols : {32, 64, 224, 640}) {
+    const size_t row_bytes = ggml_row_bytes(t, cols);
+    const auto data = qtest::random_rows(t, rows, cols, 91u + static_cast<uint32_t>(cols));
+    const WeightView W{t, rows, cols, data.data()};
+    const auto X = random_x(5 * cols, 17u + static_cast<uint32_t>(cols));
+    std::vector<float> y5(static_cast<size_t>(5 * rows));
+    matmul(W, X.data(), 5, y5.data(), test::threads());
+    for (int64_t tok = 0; tok < 5; ++tok) {
+      std::vector<float> y1(static_cast<size_t>(rows), -1.0f);
+      matmul(W, X.data() + tok * cols, 1, y1.data(), test::threads());
+      for (int64_t r = 0; r < rows; ++r) {
+        ASSERT_EQ(0, std::memcmp(&y1[r], &y5[tok * rows + r], sizeof(float)))
+            << "cols " << cols << ": decode vs 5-token call, t=" << tok << " r=" << r;
+        const auto ref = reference(t, qtest::ref_row(t, data.data(), cols, r), data.data() + r * row_bytes,
+                                   X.data() + tok * cols, cols);
+        ASSERT_NEAR(y1[r], ref.simulated, ref.tol_b) << "cols " << cols << " t=" << tok << " r=" << r;
+        ASSERT_NEAR(y1[r], ref.exact, ref.bound_a) << "cols " << cols << " t=" << tok << " r=" << r;
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllTypes, MatmulTest, ::testing::ValuesIn(kAllTypes),
                          [](const auto& p) { return ggml_type_name(static_cast<uint32_t>(p.param)); });
 
