@@ -243,6 +243,30 @@ struct KLegacy {
 #endif
 
 #if defined(SNAPKV_AVX2) && !defined(SNAPKV_VNNI)
+  /// AVX2: one activation block at ab (act_quant.h): its quants, its scale in 8 lanes and (when
+  /// the kernel folds an offset) its corr.
+  struct ActBlock {
+    __m256i xq, init;
+    __m256 xd;
+  };
+  static SNAPKV_INLINE ActBlock act_block(const uint8_t* ab) {
+    ActBlock x{_mm256_load_si256(reinterpret_cast<const __m256i*>(ab)), _mm256_setzero_si256(),
+               _mm256_load_ps(reinterpret_cast<const float*>(ab + kQ8Dv))};
+    if constexpr (act_offset() != 0) x.init = _mm256_load_si256(reinterpret_cast<const __m256i*>(ab + kQ8Corr));
+    return x;
+  }
+  /// AVX2: acc + (d_w * d_x) * isum of one (weight block, activation block) pair, wu the block's
+  /// quants (U::u), wd its scale in 8 lanes.
+  static SNAPKV_INLINE __m256 block_fma(const ActBlock& x, __m256i wu, __m256 wd, __m256 acc) {
+    __m256i is;
+    if constexpr (U::kSigned) {  // sign trick: |w| * (x with the sign of w)
+      is = dot_u8s8(x.init, _mm256_sign_epi8(wu, wu), _mm256_sign_epi8(x.xq, wu));
+    } else {
+      is = dot_u8s8(x.init, wu, x.xq);
+    }
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(wd, x.xd), acc);
+  }
+
   /// AVX2 decode tile (one token): block b of each of its R rows; w[r] points at the row's current
   /// pair of blocks, a at the token's (act_quant.h), `half` (0 or 1) picks the pair's block. The
   /// block scales come from `tab` (f16_f32_table(): one load, where F16C takes an insert, a
@@ -251,23 +275,12 @@ struct KLegacy {
   template <int R>
   static SNAPKV_INLINE void decode_step_avx2(const uint8_t* const* w, const uint8_t* a, int half, const float* as,
                                              int64_t b, __m256 (&acc)[R][1], float (&accm)[R][1], const float* tab) {
-    const uint8_t* ab = a + half * 32;
-    const __m256i xq = _mm256_load_si256(reinterpret_cast<const __m256i*>(ab));
-    const __m256 xd = _mm256_load_ps(reinterpret_cast<const float*>(ab + kQ8Dv));
-    __m256i init = _mm256_setzero_si256();
-    if constexpr (act_offset() != 0) init = _mm256_load_si256(reinterpret_cast<const __m256i*>(ab + kQ8Corr));
+    const ActBlock x = act_block(a + half * 32);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const uint8_t* blk = w[r] + half * U::kBytes;
-      const __m256 wd = _mm256_broadcast_ss(tab + load_u16(blk));  // d is the first field of every legacy block
-      const __m256i wu = U::u(blk);
-      __m256i is;
-      if constexpr (U::kSigned) {  // sign trick: |w| * (x with the sign of w)
-        is = dot_u8s8(init, _mm256_sign_epi8(wu, wu), _mm256_sign_epi8(xq, wu));
-      } else {
-        is = dot_u8s8(init, wu, xq);
-      }
-      acc[r][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(wd, xd), acc[r][0]);
+      // d is the first field of every legacy block
+      acc[r][0] = block_fma(x, U::u(blk), _mm256_broadcast_ss(tab + load_u16(blk)), acc[r][0]);
       if constexpr (U::kMin) accm[r][0] += U::m(blk) * as[b];
     }
   }
@@ -360,20 +373,10 @@ struct KLegacy {
         }
 #pragma GCC unroll 8
         for (int t = 0; t < T; ++t) {
-          const uint8_t* ab = a[t] + q8_block_offset(b);
-          const __m256i xq = _mm256_load_si256(reinterpret_cast<const __m256i*>(ab));
-          const __m256 xd = _mm256_load_ps(reinterpret_cast<const float*>(ab + kQ8Dv));
-          __m256i init = _mm256_setzero_si256();
-          if constexpr (act_offset() != 0) init = _mm256_load_si256(reinterpret_cast<const __m256i*>(ab + kQ8Corr));
+          const ActBlock x = act_block(a[t] + q8_block_offset(b));
 #pragma GCC unroll 8
           for (int r = 0; r < R; ++r) {
-            __m256i is;
-            if constexpr (U::kSigned) {  // sign trick: |w| * (x with the sign of w)
-              is = dot_u8s8(init, _mm256_sign_epi8(wu[r], wu[r]), _mm256_sign_epi8(xq, wu[r]));
-            } else {
-              is = dot_u8s8(init, wu[r], xq);
-            }
-            acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(wd[r], xd), acc[r][t]);
+            acc[r][t] = block_fma(x, wu[r], wd[r], acc[r][t]);
             if constexpr (U::kMin) accm[r][t] += wm[r] * as[t][b];
           }
         }
