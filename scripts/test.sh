@@ -56,15 +56,17 @@ if command -v clang++ >/dev/null; then
   # (SmolLM2, minutes under TSan) and nginx (one request at a time per replica)), the runtime's
   # batching and multi-threaded tests except the two on Gemma 3 (minutes under TSan), and the C
   # API's GoogleTest suite (its engines share a workspace pool between threads; not the C example
-  # or the Python ctypes test, test names capi.*).
+  # or the Python ctypes test, test names capi.*), and core/work_split.h's claims raced by OS threads.
   # Archer's start-up warning about ignore_noninstrumented_modules is expected (cmake/tsan_defaults.cpp).
   echo "== Server and batching tests under ThreadSanitizer"
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
     -DCMAKE_CXX_COMPILER=clang++ -DSNAPKV_TSAN=ON "${launcher[@]}" >/dev/null
-  cmake --build build-tsan -j"$jobs" --target test_server test_runtime test_capi snapkv_cli
+  cmake --build build-tsan -j"$jobs" --target test_server test_runtime test_capi test_core snapkv_cli
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
     ctest --test-dir build-tsan --output-on-failure -j"$jobs" --timeout 900 -L 'server|runtime|capi' \
     -E '^server_(openai|hostile|concurrency16|nginx|sessions)$|Gemma|^capi\.'
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+    ctest --test-dir build-tsan --output-on-failure -j"$jobs" --timeout 900 -R '^WorkSplit\.'
 fi
 
 if command -v clang++ >/dev/null; then
