@@ -16,6 +16,7 @@
 #include "attention/softmax_simd.h"
 #include "core/kv_rows.h"
 #include "core/prefetch.h"
+#include "core/work_split.h"
 #include "snapkv/error.h"
 
 namespace snapkv {
@@ -52,6 +53,13 @@ bool decode_prefetch() {
 /// Gemma 3 hd 256; 2026-12-03).
 constexpr int kPrefetchKeys = 32;
 constexpr int kPrefetchValues = 64;
+
+/// Whether the tasks are shared out with work stealing (core/work_split.h): on unless
+/// SNAPKV_DECODE_STEAL=0 (then each thread runs exactly its static share). Read once.
+bool decode_steal() {
+  static const bool on = work_stealing_enabled("SNAPKV_DECODE_STEAL");
+  return on;
+}
 
 /// True when rows of type t are dequantized a key block at a time into a per-thread tile.
 bool uses_tile(KVType t) { return kQuantTiles && kv_type_quantized(t); }
@@ -316,33 +324,39 @@ void attention_decode(const AttentionParams& p, std::span<const DecodeQuery> row
     ws.quant_tile_.resize(static_cast<size_t>(n_threads) * tile_floats);  // before the parallel region
   float* quant_tiles = ws.quant_tile_.data();
 
+  // Thread t of T runs the tasks whose middle key (counted over all tasks, in task order) lies
+  // in [total * t / T, total * (t + 1) / T): about equal keys per thread, and consecutive splits
+  // of a head on one thread, so that its K and V reads run on through the split boundaries.
+  // Handing out one task at a time (schedule(dynamic, 1)) had the two threads read neighbouring
+  // splits: decode at 16K tokens of the SmolLM2-shaped model ran at 42.6-50.8 tok/s against
+  // 53.7-55.4 this way (4 alternating pairs; docs/benchmarks.md, "Decode attention: each
+  // thread's splits in one piece"). The output does not depend on which thread runs a task.
+  // Every task holds a key, so the middles (task_key[i] + task_key[i + 1]) / 2 increase strictly:
+  // the shares are contiguous and cover every task once; compared doubled and times T, exactly.
+  const int64_t total = task_key[n_tasks];
+  auto first_task_from = [&](int64_t t, int64_t T) {  // the first task whose middle key is at or after total * t / T
+    int64_t lo = 0, hi = n_tasks;
+    while (lo < hi) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      if (T * (task_key[mid] + task_key[mid + 1]) < 2 * total * t)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    return lo;
+  };
+  // With work stealing (decode_steal()) these shares are WorkSplit ranges: a thread that is done
+  // takes the last tasks of a slower thread's share (core/work_split.h).
+  WorkSplit shares;
+  const bool steal = par && decode_steal();
+  if (steal) {
+    const int parts = std::min(n_threads, WorkSplit::kMaxParts);
+    shares.reset_at(parts, [&](int t) { return t == parts ? n_tasks : first_task_from(t, parts); });
+  }
+
 #pragma omp parallel num_threads(n_threads) if (par)
   {
-    // Thread t of T runs the tasks whose middle key (counted over all tasks, in task order) lies
-    // in [total * t / T, total * (t + 1) / T): about equal keys per thread, and consecutive splits
-    // of a head on one thread, so that its K and V reads run on through the split boundaries.
-    // Handing out one task at a time (schedule(dynamic, 1)) had the two threads read neighbouring
-    // splits: decode at 16K tokens of the SmolLM2-shaped model ran at 42.6-50.8 tok/s against
-    // 53.7-55.4 this way (4 alternating pairs; docs/benchmarks.md, "Decode attention: each
-    // thread's splits in one piece"). The output does not depend on which thread runs a task.
-    // Every task holds a key, so the middles (task_key[i] + task_key[i + 1]) / 2 increase strictly:
-    // the shares are contiguous and cover every task once; compared doubled and times T, exactly.
-    const int64_t total = task_key[n_tasks];
-    const auto n_team = static_cast<int64_t>(omp_get_num_threads());
-    const auto me = static_cast<int64_t>(omp_get_thread_num());
-    auto first_task_from = [&](int64_t t) {  // the first task whose middle key is at or after total * t / T
-      int64_t lo = 0, hi = n_tasks;
-      while (lo < hi) {
-        const int64_t mid = lo + (hi - lo) / 2;
-        if (n_team * (task_key[mid] + task_key[mid + 1]) < 2 * total * t)
-          lo = mid + 1;
-        else
-          hi = mid;
-      }
-      return lo;
-    };
-    const int64_t last = me + 1 == n_team ? n_tasks : first_task_from(me + 1);
-    for (int64_t task = first_task_from(me); task < last; ++task) {
+    auto run_task = [&](int64_t task) {
       const int64_t i = std::upper_bound(off, off + n_rg + 1, task) - off - 1;
       const int64_t r = i / Hkv;
       const int g = static_cast<int>(i % Hkv);
@@ -362,6 +376,15 @@ void attention_decode(const AttentionParams& p, std::span<const DecodeQuery> row
       } else {
         run_split<float>(p, rows[static_cast<size_t>(r)].q, hc, g, j0, j1, split, false, part, nullptr);
       }
+    };
+    const auto me = static_cast<int64_t>(omp_get_thread_num());
+    if (steal) {
+      int64_t task = 0;
+      while (shares.next(static_cast<int>(me), task)) run_task(task);
+    } else {
+      const auto n_team = static_cast<int64_t>(omp_get_num_threads());
+      const int64_t last = me + 1 == n_team ? n_tasks : first_task_from(me + 1, n_team);
+      for (int64_t task = first_task_from(me, n_team); task < last; ++task) run_task(task);
     }
 #pragma omp barrier
     // Combine the splits of every (row, query head), in split order.

@@ -117,7 +117,10 @@ void run_group(const MatmulProduct* p, const quant::MatmulOps* const* ops, size_
     }
     macs += jobs[i].macs();
   }
-#pragma omp parallel num_threads(tc.n_threads()) if (quant::tiles_parallel(macs))
+  const bool par = quant::tiles_parallel(macs);
+  WorkSplit splits[kMaxGroup];  // per product (each of its own rows); shared by the team
+  for (size_t i = 0; i < n; ++i) quant::share_rows(jobs[i].ctx, jobs[i].rows, par, splits[i]);
+#pragma omp parallel num_threads(tc.n_threads()) if (par)
   for (size_t i = 0; i < n; ++i) jobs[i].loop(jobs[i].ctx, jobs[i].rows, jobs[i].n_tokens);
 }
 

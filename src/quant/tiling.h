@@ -10,14 +10,20 @@
 // types with AVX2 or AVX-512 VNNI, the K-quants with AVX-512 VNNI).
 //
 // Blocking: tokens are processed in chunks whose quantized activations fit in L2; inside a
-// chunk, OpenMP threads take contiguous ranges of 32-row blocks (static schedule) and walk
-// their rows R at a time, each R-row weight tile (L1) serving all tokens of the chunk.
+// chunk, OpenMP threads take contiguous ranges of 32-row blocks and walk their rows R at a time,
+// each R-row weight tile (L1) serving all tokens of the chunk. A product of one token chunk (every
+// decode call) shares its row blocks out with a WorkSplit (core/work_split.h): each thread starts on
+// its own range and, once done, takes blocks from the far end of a slower thread's range; longer
+// products use OpenMP's static schedule.
 #pragma once
+
+#include <omp.h>
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
+#include "core/work_split.h"
 #include "quant/blocks.h"
 #include "quant/prefetch.h"
 #include "quant/quant.h"
@@ -43,6 +49,9 @@ struct TileCtx {
   /// tile: a call and a guard check per tile were ~0.7 % of a Gemma 3 decode's samples. (So the
   /// first product of any type builds the 256 KiB table.)
   const float* f16_table = f16_f32_table();
+  /// Shares the row blocks out among the team (reset for this product's row blocks, shared by the
+  /// team), or null: OpenMP's static schedule. Used only when the product is one token chunk.
+  WorkSplit* split = nullptr;
 };
 
 /// The context of Y = W X for weights W and activation rows act (a_stride bytes apart).
@@ -89,26 +98,49 @@ void tiles_loop_rt(const TileCtx& c0, int64_t rows, int64_t n_tokens) {
                               static_cast<int64_t>((kPrefetchAheadBytes + c.w_stride - 1) / c.w_stride))
           : 0;
   c.prefetch_rows = kTilePrefetch ? ahead : 0;
+  // Row block `it` for the tokens [t_begin, t_end).
+  auto row_block = [&](int64_t it, int64_t t_begin, int64_t t_end) {
+    const int64_t r_end = std::min(rows, (it + 1) * kRowBlock);
+    int64_t r = it * kRowBlock;
+    for (; r + R <= r_end; r += R) {
+      if (!kTilePrefetch && ahead > 0 && r + ahead + R <= rows)
+        prefetch_l2(c.w + static_cast<size_t>(r + ahead) * c.w_stride, R * c.w_stride);
+      int64_t t = t_begin;
+      for (; t + T <= t_end; t += T) K::template tile<R, T>(c, r, t);
+      for (; t < t_end; ++t) K::template tile<R, 1>(c, r, t);
+    }
+    for (; r < r_end; ++r) {
+      int64_t t = t_begin;
+      for (; t + T <= t_end; t += T) K::template tile<1, T>(c, r, t);
+      for (; t < t_end; ++t) K::template tile<1, 1>(c, r, t);
+    }
+  };
+  if (c.split != nullptr && n_tokens <= tc) {  // the same choice on every thread of the team
+    const int me = omp_get_thread_num();
+    int64_t it = 0;
+    while (c.split->next(me, it)) row_block(it, 0, n_tokens);
+    return;
+  }
   for (int64_t t_begin = 0; t_begin < n_tokens; t_begin += tc) {
     const int64_t t_end = std::min(n_tokens, t_begin + tc);
 #pragma omp for schedule(static) nowait
-    for (int64_t it = 0; it < n_items; ++it) {
-      const int64_t r_end = std::min(rows, (it + 1) * kRowBlock);
-      int64_t r = it * kRowBlock;
-      for (; r + R <= r_end; r += R) {
-        if (!kTilePrefetch && ahead > 0 && r + ahead + R <= rows)
-          prefetch_l2(c.w + static_cast<size_t>(r + ahead) * c.w_stride, R * c.w_stride);
-        int64_t t = t_begin;
-        for (; t + T <= t_end; t += T) K::template tile<R, T>(c, r, t);
-        for (; t < t_end; ++t) K::template tile<R, 1>(c, r, t);
-      }
-      for (; r < r_end; ++r) {
-        int64_t t = t_begin;
-        for (; t + T <= t_end; t += T) K::template tile<1, T>(c, r, t);
-        for (; t < t_end; ++t) K::template tile<1, 1>(c, r, t);
-      }
-    }
+    for (int64_t it = 0; it < n_items; ++it) row_block(it, t_begin, t_end);
   }
+}
+
+/// Whether the matmul row loops share their row blocks out with a WorkSplit: on unless
+/// SNAPKV_MATMUL_STEAL=0 (then OpenMP's static schedule, as before). Read once.
+inline bool matmul_steal() {
+  static const bool on = work_stealing_enabled("SNAPKV_MATMUL_STEAL");
+  return on;
+}
+
+/// Points c.split at `split`, reset for a product of `rows` rows, when work stealing is on
+/// (matmul_steal()) and the product runs in a parallel region (`par`); else leaves c as it is.
+inline void share_rows(TileCtx& c, int64_t rows, bool par, WorkSplit& split) {
+  if (!par || c.n_threads < 2 || !matmul_steal()) return;
+  split.reset((rows + kRowBlock - 1) / kRowBlock, c.n_threads);
+  c.split = &split;
 }
 
 /// tiles_loop_rt with K's tile shape for n_tokens. K provides kR, kT, kRDecode and
@@ -132,9 +164,12 @@ inline bool tiles_parallel(double macs) { return macs >= kSerialMacs; }
 /// Runs K over the whole product in a parallel region of c.n_threads threads (one thread for
 /// small products, see kSerialMacs).
 template <class K>
-void run_tiles(const TileCtx& c, int64_t rows, int64_t n_tokens) {
+void run_tiles(const TileCtx& c0, int64_t rows, int64_t n_tokens) {
   const bool par =
-      tiles_parallel(static_cast<double>(rows) * static_cast<double>(c.cols) * static_cast<double>(n_tokens));
+      tiles_parallel(static_cast<double>(rows) * static_cast<double>(c0.cols) * static_cast<double>(n_tokens));
+  TileCtx c = c0;
+  WorkSplit split;
+  share_rows(c, rows, par, split);
 #pragma omp parallel num_threads(c.n_threads) if (par)
   tiles_loop<K>(c, rows, n_tokens);
 }

@@ -227,22 +227,31 @@ TEST(Matmul, LongPrefillChunks) {
 }
 
 // Called from inside a parallel region (e.g. one matmul per attention head), each call runs
-// on its own thread and still gives the serial results.
+// on its own thread and still gives the serial results. Its inner region then has one thread
+// while the product's row blocks were shared out for two or more (core/work_split.h): that
+// thread takes its own range and every other range from the back.
 TEST(Matmul, InsideParallelRegionMatchesSerial) {
-  const GGMLType t = GGMLType::Q8_0;
-  const int64_t rows = 70, cols = 256, n = 5;
-  const auto data = qtest::random_rows(t, rows, cols, 11u);
-  const WeightView W{t, rows, cols, data.data()};
-  std::vector<std::vector<float>> X, Yser, Ypar;
-  for (int k = 0; k < 4; ++k) {
-    X.push_back(random_x(n * cols, 20u + static_cast<uint32_t>(k)));
-    Yser.emplace_back(static_cast<size_t>(n * rows));
-    Ypar.emplace_back(static_cast<size_t>(n * rows));
-    matmul(W, X[k].data(), n, Yser[k].data(), test::threads());
-  }
+  for (const int64_t n : {1, 5}) {
+    const GGMLType t = GGMLType::Q8_0;
+    const int64_t rows = 300, cols = 256;  // enough multiply-adds for a parallel region at n = 1
+    const auto data = qtest::random_rows(t, rows, cols, 11u);
+    const WeightView W{t, rows, cols, data.data()};
+    std::vector<std::vector<float>> X, Yser, Ypar;
+    ThreadContext one(1);
+    for (int k = 0; k < 4; ++k) {
+      X.push_back(random_x(n * cols, 20u + static_cast<uint32_t>(k)));
+      Yser.emplace_back(static_cast<size_t>(n * rows));
+      Ypar.emplace_back(static_cast<size_t>(n * rows));
+      matmul(W, X[k].data(), n, Yser[k].data(), one);
+    }
 #pragma omp parallel for num_threads(2)
-  for (int k = 0; k < 4; ++k) matmul(W, X[k].data(), n, Ypar[k].data(), test::threads());
-  for (int k = 0; k < 4; ++k) EXPECT_EQ(0, std::memcmp(Yser[k].data(), Ypar[k].data(), Yser[k].size() * 4));
+    for (int k = 0; k < 4; ++k) {
+      ThreadContext three(3);
+      matmul(W, X[k].data(), n, Ypar[k].data(), three);
+    }
+    for (int k = 0; k < 4; ++k)
+      EXPECT_EQ(0, std::memcmp(Yser[k].data(), Ypar[k].data(), Yser[k].size() * 4)) << "n " << n << " call " << k;
+  }
 }
 
 TEST(Matmul, KernelIsaIsNamed) {
