@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cassert>
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
@@ -23,34 +24,46 @@ namespace snapkv {
 /// n (p + 1) / parts). Claims are atomic (one compare-and-swap each on the range's cache line):
 /// every item goes to exactly one claim, whichever threads call next() and however many.
 /// reset() must not run concurrently with next(); share the object among the team after reset()
-/// (e.g. declare it before the parallel region).
+/// (e.g. declare it before the parallel region). Construction writes nothing (a WorkSplit on the
+/// stack costs no stores until reset), and next() before any reset() finds no item.
 class WorkSplit {
  public:
   /// Most ranges (2 KiB of cache lines, so a few splits fit on the stack); in a team with more
   /// threads the extra threads have no range of their own and only take items from the others'
   /// backs.
   static constexpr int kMaxParts = 32;
-  /// Largest n_items (front and back of a range are 32-bit).
+  /// Largest n_items: front and back of a range are 32-bit fields, and front + 1 <= back must
+  /// not carry into the back's field (2^31 leaves that margin).
   static constexpr int64_t kMaxItems = int64_t{1} << 31;
 
   /// Splits [0, n_items) into min(parts, kMaxParts) ranges of nearly equal size (parts >= 1;
-  /// 0 <= n_items <= kMaxItems, not checked).
+  /// 0 <= n_items <= kMaxItems, asserted in debug builds).
   void reset(int64_t n_items, int parts) {
+    assert(n_items >= 0 && n_items <= kMaxItems);
     parts_ = std::clamp(parts, 1, kMaxParts);
+    items_ = n_items;
     for (int p = 0; p < parts_; ++p) set(p, n_items * p / parts_, n_items * (p + 1) / parts_);
   }
 
   /// Ranges given by their starts: range p = [start(p), start(p + 1)) for p < parts, with
-  /// start(parts) the end of the last one; start non-decreasing, 0 <= start(p) <= kMaxItems, and
-  /// 1 <= parts <= kMaxParts (not checked).
+  /// start(parts) the end of the last one (start non-decreasing from start(0) = 0 up to at most
+  /// kMaxItems; 1 <= parts <= kMaxParts; asserted in debug builds).
   template <class Start>
   void reset_at(int parts, Start&& start) {
+    assert(parts >= 1 && parts <= kMaxParts);
     parts_ = parts;
-    for (int p = 0; p < parts_; ++p) set(p, start(p), start(p + 1));
+    for (int p = 0; p < parts_; ++p) {
+      const int64_t front = start(p), back = start(p + 1);
+      assert(front >= 0 && front <= back && back <= kMaxItems);
+      set(p, front, back);
+    }
+    items_ = start(parts_);
   }
 
-  /// Ranges in use.
+  /// Ranges in use (0 before the first reset).
   int parts() const { return parts_; }
+  /// Items of the loop last reset.
+  int64_t items() const { return items_; }
 
   /// Sets `item` to the next item for team thread `me` (>= 0) and returns true: the front of
   /// range `me` while it has items, then the back of the next non-empty range after it (in
@@ -63,8 +76,9 @@ class WorkSplit {
   }
 
  private:
-  /// Takes the front (or the back) item of the range packed in `v` (front | back << 32).
-  static bool take(std::atomic<uint64_t>& v, bool front, int64_t& item) {
+  /// Takes the front (or the back) item of the range packed in `word` (front | back << 32).
+  static bool take(uint64_t& word, bool front, int64_t& item) {
+    std::atomic_ref<uint64_t> v(word);
     uint64_t cur = v.load(std::memory_order_relaxed);
     for (;;) {
       const uint64_t f = cur & 0xFFFFFFFFu, b = cur >> 32;
@@ -80,14 +94,17 @@ class WorkSplit {
   }
 
   void set(int p, int64_t front, int64_t back) {
-    range_[p].v.store(static_cast<uint64_t>(front) | (static_cast<uint64_t>(back) << 32), std::memory_order_relaxed);
+    std::atomic_ref<uint64_t>(range_[p].v)
+        .store(static_cast<uint64_t>(front) | (static_cast<uint64_t>(back) << 32), std::memory_order_relaxed);
   }
 
   struct alignas(64) Range {  // one cache line per range: owners do not share lines
-    std::atomic<uint64_t> v{0};
+    uint64_t v;               // front | back << 32, accessed through std::atomic_ref only
   };
+  static_assert(std::atomic_ref<uint64_t>::required_alignment <= alignof(Range));
   Range range_[kMaxParts];
-  int parts_ = 1;
+  int parts_ = 0;
+  int64_t items_ = 0;
 };
 
 /// Whether a loop shares its items out with WorkSplit (true) or statically (false): true unless

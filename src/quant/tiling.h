@@ -20,6 +20,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 
@@ -74,9 +75,11 @@ inline constexpr size_t kActChunkBytes = 192 * 1024;  ///< activation bytes per 
 inline constexpr double kSerialMacs = 1 << 16;        ///< below this many MACs stay single-threaded
 
 /// The rows of Y = W X with K's R x T tiles (R = 1 and T = 1 for the row / token remainders),
-/// shared out among the threads of the enclosing OpenMP team (an orphaned `omp for`, no barrier
-/// at its end): run_tiles wraps it in a parallel region of its own; matmul_group runs several
-/// products' loops in one region.
+/// shared out among the threads of the enclosing OpenMP team, no barrier at the end: through
+/// c.split when it is set and the product is one token chunk (no worksharing construct; the
+/// caller of the region reset the split for these rows, share_rows), else an orphaned `omp for`.
+/// run_tiles wraps it in a parallel region of its own; matmul_group runs several products' loops
+/// in one region.
 template <class K, int R, int T>
 void tiles_loop_rt(const TileCtx& c0, int64_t rows, int64_t n_tokens) {
   TileCtx c = c0;
@@ -116,6 +119,7 @@ void tiles_loop_rt(const TileCtx& c0, int64_t rows, int64_t n_tokens) {
     }
   };
   if (c.split != nullptr && n_tokens <= tc) {  // the same choice on every thread of the team
+    assert(c.split->items() == n_items);
     const int me = omp_get_thread_num();
     int64_t it = 0;
     while (c.split->next(me, it)) row_block(it, 0, n_tokens);
@@ -137,6 +141,7 @@ inline bool matmul_steal() {
 
 /// Points c.split at `split`, reset for a product of `rows` rows, when work stealing is on
 /// (matmul_steal()) and the product runs in a parallel region (`par`); else leaves c as it is.
+/// (A product of several token chunks ignores the split: tiles_loop_rt.)
 inline void share_rows(TileCtx& c, int64_t rows, bool par, WorkSplit& split) {
   if (!par || c.n_threads < 2 || !matmul_steal()) return;
   split.reset((rows + kRowBlock - 1) / kRowBlock, c.n_threads);

@@ -2,8 +2,11 @@
 // threads that are done take the others' items from the back; with OS threads racing on it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <latch>
 #include <thread>
 #include <vector>
 
@@ -68,9 +71,16 @@ TEST(WorkSplit, PartsAreCapped) {
   }
 }
 
+TEST(WorkSplit, NothingBeforeTheFirstReset) {
+  WorkSplit s;
+  int64_t item = -1;
+  EXPECT_EQ(s.parts(), 0);
+  EXPECT_FALSE(s.next(0, item));
+}
+
 TEST(WorkSplit, RacingThreadsClaimEveryItemOnce) {
-  // Threads start at different times and do different amounts of "work" per item, so owners
-  // and thieves meet in the middle of ranges; more threads than ranges, and fewer.
+  // The threads start together and do different amounts of "work" per item, so owners and
+  // thieves meet in the middle of ranges; more threads than ranges, and fewer.
   for (const int parts : {1, 2, 3, 8}) {
     for (const int threads : {1, 2, 4, 9}) {
       constexpr int64_t kItems = 20000;
@@ -78,8 +88,10 @@ TEST(WorkSplit, RacingThreadsClaimEveryItemOnce) {
       s.reset(kItems, parts);
       std::vector<std::atomic<int>> seen(kItems);
       std::vector<std::thread> team;
+      std::latch start(threads);
       for (int me = 0; me < threads; ++me) {
         team.emplace_back([&, me] {
+          start.arrive_and_wait();
           int64_t item = -1;
           volatile uint64_t spin = 0;
           while (s.next(me, item)) {
@@ -93,6 +105,36 @@ TEST(WorkSplit, RacingThreadsClaimEveryItemOnce) {
         ASSERT_EQ(seen[static_cast<size_t>(i)].load(), 1)
             << "item " << i << " parts " << parts << " threads " << threads;
     }
+  }
+}
+
+TEST(WorkSplit, AFastThreadTakesASlowThreadsItems) {
+  // Thread 1 needs >= 100 us per item, thread 0 nothing: thread 0 finishes its range long before
+  // and takes items of range 1 from its back; every item still goes to exactly one thread.
+  WorkSplit s;
+  s.reset(400, 2);  // ranges [0, 200) and [200, 400)
+  std::vector<int64_t> got[2];
+  std::latch start(2);
+  std::thread slow([&] {
+    start.arrive_and_wait();
+    int64_t item = -1;
+    while (s.next(1, item)) {
+      got[1].push_back(item);
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  });
+  start.arrive_and_wait();
+  got[0] = drain(s, 0);
+  slow.join();
+  std::vector<int64_t> all(got[0]);
+  all.insert(all.end(), got[1].begin(), got[1].end());
+  std::sort(all.begin(), all.end());
+  ASSERT_EQ(all.size(), 400u);
+  for (int64_t i = 0; i < 400; ++i) ASSERT_EQ(all[static_cast<size_t>(i)], i);
+  // Thread 1's whole range takes >= 20 ms; thread 0 only has to run once in that time to steal.
+  EXPECT_GT(std::count_if(got[0].begin(), got[0].end(), [](int64_t i) { return i >= 200; }), 0);
+  if (!got[1].empty()) {
+    EXPECT_EQ(got[1].front(), 200);  // the slow thread starts at its range's front
   }
 }
 

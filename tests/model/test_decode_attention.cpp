@@ -258,14 +258,16 @@ TEST(DecodeAttention, InsideParallelRegionMatchesOneThread) {
   // Called from inside a parallel region the kernel's own region has one thread, while its tasks
   // were shared out for `threads` (core/work_split.h): that thread runs its share and takes every
   // other share's tasks from the back. The result must be the one-thread result, bit for bit.
-  const DecCase c{1, 4, 256, KVType::F16, 5000, 1.0, 0, 0, 2.0f};  // Gemma 3's shape: 16 split tasks
-  const AttentionParams p = params(c);
-  const Seq s = make_seq(c, 9);
-  const auto one = run_alone(p, s, 1);
-  std::vector<float> got[4];
+  for (const KVType type : {KVType::F16, KVType::Q8_0}) {
+    const DecCase c{1, 4, 256, type, 5000, 1.0, 0, 0, 2.0f};  // Gemma 3's shape: 16 split tasks
+    const AttentionParams p = params(c);
+    const Seq s = make_seq(c, 9);
+    const auto one = run_alone(p, s, 1);
+    std::vector<float> got[4];
 #pragma omp parallel for num_threads(2)
-  for (int k = 0; k < 4; ++k) got[k] = run_alone(p, s, 2 + k);
-  for (int k = 0; k < 4; ++k) EXPECT_EQ(got[k], one) << "threads " << 2 + k;
+    for (int k = 0; k < 4; ++k) got[k] = run_alone(p, s, 2 + k);
+    for (int k = 0; k < 4; ++k) EXPECT_EQ(got[k], one) << kv_type_name(type) << " threads " << 2 + k;
+  }
 }
 
 TEST(DecodeAttention, QueriesWithoutVisibleKeysGetZeros) {
