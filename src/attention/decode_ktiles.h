@@ -10,6 +10,8 @@
 // Gemma 3's: with every shuffle gone and no gain, the SmolLM2-shaped row kernel is bound by its
 // FMAs and conversions (consistent with Zen 4 issuing one 512-bit FMA per cycle, shuffles beside
 // it); a CPU with two 512-bit FMA units (Intel Xeon) is where the shuffles may bind instead.
+// The AVX2 form (Zen 3, 2026-12-06): scores 1.26-1.30x (SmolLM2 shape) and 1.05-1.12x (Gemma 3),
+// the whole block 1.03-1.09x and 0.99-1.01x (docs/benchmarks.md, "K^T tiles: a prototype").
 //
 // Why: with key rows, a score q . k_j ends in a 16-lane register that has to be summed
 // across its lanes (core/hsum16.h), ~10 512-bit shuffles and adds per key at the SmolLM2 shape
@@ -88,6 +90,57 @@ template <int NH>
     _mm512_storeu_ps(S + h * s_stride, _mm512_mul_ps(_mm512_add_ps(c[h], _mm512_add_ps(y0[h], y1[h])), vs));
 }
 
+#elif SNAPKV_ATTN_AVX2
+// AVX2 (8 lanes): a 16-key tile in two halves of 8 keys. The row tiles' two 8-lane accumulators
+// put the products of element d in lane d mod 8 of the first (d mod 16 < 8) or the second, then
+// reduce x_l = a0[l] + a1[l] = P_l + P_(l+8) with hsum's tree ((x0 + x4) + (x1 + x5)) + ((x2 + x6)
+// + (x3 + x7)). Here P_l of the 16 keys is computed one class l at a time (2 x NH registers: the
+// FMA chains of 16 keys x NH heads in flight, each broadcast query element serving 16 keys),
+// stored, and reduced by the same tree on whole registers.
+
+/// Keys [8 half, 8 half + 8) of row d of a K^T tile as f32 lanes.
+inline __m256 ktile_row8(const uint16_t* tile, int d, int half) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + d * kKTileKeys + 8 * half)));
+}
+
+/// S[h * s_stride + i] = scale * q[h] . key i of the tile, for h < NH <= 4 and all 16 keys, with
+/// the bits of the AVX2 scores_tile() on the same keys as rows. hd % 16 == 0.
+template <int NH>
+[[gnu::always_inline]] inline void scores_ktile(const float* const* q, const uint16_t* tile, int hd, float scale,
+                                                float* S, int s_stride) {
+  static_assert(NH >= 1 && NH <= 4);
+  __m256 P[16][NH][2];  // P[l][h][half]: products of the elements d = l (mod 16), ascending d
+  for (int l = 0; l < 16; ++l) {
+    __m256 p0[NH], p1[NH];
+    for (int h = 0; h < NH; ++h) p0[h] = p1[h] = _mm256_setzero_ps();
+    for (int d = l; d < hd; d += 16) {
+      const __m256 r0 = ktile_row8(tile, d, 0);
+      const __m256 r1 = ktile_row8(tile, d, 1);
+      for (int h = 0; h < NH; ++h) {
+        const __m256 qv = _mm256_broadcast_ss(q[h] + d);
+        p0[h] = _mm256_fmadd_ps(qv, r0, p0[h]);
+        p1[h] = _mm256_fmadd_ps(qv, r1, p1[h]);
+      }
+    }
+    for (int h = 0; h < NH; ++h) {
+      P[l][h][0] = p0[h];
+      P[l][h][1] = p1[h];
+    }
+  }
+  const __m256 vs = _mm256_set1_ps(scale);
+  for (int h = 0; h < NH; ++h)
+    for (int half = 0; half < 2; ++half) {
+      __m256 x[8];
+      for (int l = 0; l < 8; ++l) x[l] = _mm256_add_ps(P[l][h][half], P[l + 8][h][half]);
+      const __m256 y0 = _mm256_add_ps(x[0], x[4]), y1 = _mm256_add_ps(x[1], x[5]);
+      const __m256 y2 = _mm256_add_ps(x[2], x[6]), y3 = _mm256_add_ps(x[3], x[7]);
+      const __m256 r = _mm256_add_ps(_mm256_add_ps(y0, y1), _mm256_add_ps(y2, y3));
+      _mm256_storeu_ps(S + h * s_stride + 8 * half, _mm256_mul_ps(r, vs));
+    }
+}
+#endif
+
+#if SNAPKV_ATTN_AVX2
 /// scores_ktile over nh <= 4 heads (the run-time count of a head tile).
 inline void scores_ktile_heads(const float* const* q, int nh, const uint16_t* tile, int hd, float scale, float* S,
                                int s_stride) {
