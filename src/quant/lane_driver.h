@@ -6,8 +6,10 @@
 // in block order. Weight rows are unpacked kLaneRows at a time into a per-thread buffer
 // (unsigned quants + scales) and reused for every token tile of a chunk (chunks keep the
 // transposed activations in L2).
-// OpenMP threads take contiguous ranges of row tiles (static schedule); a value never depends
-// on the thread count, the token's lane or tile, only on (row, token) and the data.
+// The (chunk, row tile) items are shared out with a WorkSplit (core/work_split.h: each thread
+// walks its contiguous range, then takes items from the back of a slower thread's; OpenMP's
+// static schedule with SNAPKV_MATMUL_STEAL=0); a value never depends on the thread count, the
+// token's lane or tile, only on (row, token) and the data.
 #pragma once
 
 #include <omp.h>
@@ -16,8 +18,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/work_split.h"
 #include "quant/matmul_impl.h"
 #include "quant/quant.h"
+#include "quant/tiling.h"
 
 namespace snapkv::quant {
 
@@ -48,37 +52,51 @@ void run_lanes(const WeightView& W, const uint8_t* act, size_t a_stride, int64_t
     P::build_tile(act, a_stride, n_tokens, W.cols, tile, lanes + static_cast<size_t>(tile) * tile_bytes);
   }
   const int64_t tiles_per_chunk = std::max<int64_t>(1, static_cast<int64_t>(kLaneChunkBytes / tile_bytes));
+  const int64_t n_chunks = (n_tiles + tiles_per_chunk - 1) / tiles_per_chunk;
   const int64_t n_rt = (rows + kLaneRows - 1) / kLaneRows;
-#pragma omp parallel num_threads(tc.n_threads()) if (n_rt > 1)
+  // Row tile rt of token chunk c, with `entries` the thread's unpacked-rows buffer.
+  auto item = [&](int64_t c, int64_t rt, uint8_t* entries) {
+    const int64_t c0 = c * tiles_per_chunk, c1 = std::min(n_tiles, c0 + tiles_per_chunk);
+    const int64_t r0 = rt * kLaneRows;
+    const int nr = static_cast<int>(std::min<int64_t>(kLaneRows, rows - r0));
+    for (int r = 0; r < kLaneRows; ++r) {
+      const uint8_t* row = W.data + static_cast<size_t>(r0 + r) * w_stride;
+      for (int64_t b = 0; b < nb; ++b) {
+        uint8_t* e = entries + (static_cast<size_t>(b) * kLaneRows + r) * P::kEntryBytes;
+        if (r < nr) {
+          P::unpack(row + static_cast<size_t>(b) * blk_bytes, e);
+        } else {
+          P::zero(e);
+        }
+      }
+    }
+    for (int64_t tile = c0; tile < c1; ++tile) {
+      float out[kLaneRows][kLanes];
+      P::tile(entries, lanes + static_cast<size_t>(tile) * tile_bytes, nb, out);
+      const int nl = static_cast<int>(std::min<int64_t>(kLanes, n_tokens - tile * kLanes));
+      for (int l = 0; l < nl; ++l) {
+        float* y = Y + (tile * kLanes + l) * rows + r0;
+        for (int r = 0; r < nr; ++r) y[r] = out[r][l];
+      }
+    }
+  };
+  // Items in chunk-major order: a thread's range is whole row-tile runs of a chunk (its token
+  // tiles stay in that core's L2).
+  const bool par = n_rt > 1;
+  WorkSplit split;
+  const bool steal = par && tc.n_threads() > 1 && matmul_steal() && n_chunks * n_rt <= WorkSplit::kMaxItems;
+  if (steal) split.reset(n_chunks * n_rt, tc.n_threads());
+#pragma omp parallel num_threads(tc.n_threads()) if (par)
   {
     uint8_t* entries =
         tc.scratch(kSlotEntries, omp_get_thread_num(), static_cast<size_t>(nb) * kLaneRows * P::kEntryBytes);
-    for (int64_t c0 = 0; c0 < n_tiles; c0 += tiles_per_chunk) {
-      const int64_t c1 = std::min(n_tiles, c0 + tiles_per_chunk);
+    if (steal) {
+      int64_t it = 0;
+      while (split.next(omp_get_thread_num(), it)) item(it / n_rt, it % n_rt, entries);
+    } else {
+      for (int64_t c = 0; c < n_chunks; ++c) {
 #pragma omp for schedule(static) nowait
-      for (int64_t rt = 0; rt < n_rt; ++rt) {
-        const int64_t r0 = rt * kLaneRows;
-        const int nr = static_cast<int>(std::min<int64_t>(kLaneRows, rows - r0));
-        for (int r = 0; r < kLaneRows; ++r) {
-          const uint8_t* row = W.data + static_cast<size_t>(r0 + r) * w_stride;
-          for (int64_t b = 0; b < nb; ++b) {
-            uint8_t* e = entries + (static_cast<size_t>(b) * kLaneRows + r) * P::kEntryBytes;
-            if (r < nr) {
-              P::unpack(row + static_cast<size_t>(b) * blk_bytes, e);
-            } else {
-              P::zero(e);
-            }
-          }
-        }
-        for (int64_t tile = c0; tile < c1; ++tile) {
-          float out[kLaneRows][kLanes];
-          P::tile(entries, lanes + static_cast<size_t>(tile) * tile_bytes, nb, out);
-          const int nl = static_cast<int>(std::min<int64_t>(kLanes, n_tokens - tile * kLanes));
-          for (int l = 0; l < nl; ++l) {
-            float* y = Y + (tile * kLanes + l) * rows + r0;
-            for (int r = 0; r < nr; ++r) y[r] = out[r][l];
-          }
-        }
+        for (int64_t rt = 0; rt < n_rt; ++rt) item(c, rt, entries);
       }
     }
   }

@@ -231,7 +231,7 @@ TEST(Matmul, LongPrefillChunks) {
 // while the product's row blocks were shared out for two or more (core/work_split.h): that
 // thread takes its own range and every other range from the back.
 TEST(Matmul, InsideParallelRegionMatchesSerial) {
-  for (const int64_t n : {1, 5}) {
+  for (const int64_t n : {1, 5, 40}) {  // decode tile, 4 x 4 tiles, token lanes (AVX2 / AVX-512 VNNI)
     const GGMLType t = GGMLType::Q8_0;
     const int64_t rows = 300, cols = 256;  // enough multiply-adds for a parallel region at n = 1
     const auto data = qtest::random_rows(t, rows, cols, 11u);
