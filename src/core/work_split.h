@@ -1,7 +1,8 @@
 // snapkv: items of one parallel loop shared out among a team's threads, each thread first
 // walking its own contiguous range front to back, then taking items from the back of the ranges
-// of threads that are behind ("work stealing"). Used by the matmul row loop (quant/tiling.h) and
-// the split-K decode attention's tasks (attention/decode.cpp).
+// of threads that are behind ("work stealing"). Used by the matmul row loop (quant/tiling.h), the
+// token-lane prefill matmuls (quant/lane_driver.h) and the split-K decode attention's tasks
+// (attention/decode.cpp).
 //
 // Why: with a static split every parallel loop of a decode step ends at the speed of its slowest
 // thread, and threads do not run at one speed: a vCPU whose host core is shared, a core that

@@ -80,8 +80,8 @@ void run_lanes(const WeightView& W, const uint8_t* act, size_t a_stride, int64_t
       }
     }
   };
-  // Items in chunk-major order: a thread's range is whole row-tile runs of a chunk (its token
-  // tiles stay in that core's L2).
+  // Items in chunk-major order: a thread's range is mostly consecutive row tiles of one chunk
+  // (it may span two, and stolen items come from another range).
   const bool par = n_rt > 1;
   WorkSplit split;
   const bool steal = par && tc.n_threads() > 1 && matmul_steal() && n_chunks * n_rt <= WorkSplit::kMaxItems;
