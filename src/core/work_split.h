@@ -31,7 +31,8 @@ class WorkSplit {
  public:
   /// Most ranges (2 KiB of cache lines, so a few splits fit on the stack); in a team with more
   /// threads the extra threads have no range of their own and only take items from the others'
-  /// backs.
+  /// backs (correct, but they all contend for the owners' lines: the engine's loops use a split
+  /// for teams of up to kMaxParts threads and their static schedule beyond).
   static constexpr int kMaxParts = 32;
   /// Largest n_items: front and back of a range are 32-bit fields, and front + 1 <= back must
   /// not carry into the back's field (2^31 leaves that margin).

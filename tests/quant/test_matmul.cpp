@@ -120,12 +120,14 @@ TEST_P(MatmulTest, BitwiseSameAcrossThreadCounts) {
   const WeightView W{t, rows, cols, data.data()};
   for (const int64_t n : {1, 17}) {
     const auto X = random_x(n * cols, 5u);
-    std::vector<float> y1(static_cast<size_t>(n * rows)), y2(y1.size()), y3(y1.size());
+    std::vector<float> y1(static_cast<size_t>(n * rows)), y2(y1.size()), y3(y1.size()), y40(y1.size());
     matmul(W, X.data(), n, y1.data(), test::threads(1));
     matmul(W, X.data(), n, y2.data(), test::threads(2));
     matmul(W, X.data(), n, y3.data(), test::threads(3));
+    matmul(W, X.data(), n, y40.data(), test::threads(40));  // > WorkSplit::kMaxParts: static schedule
     EXPECT_EQ(0, std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float))) << "1 vs 2 threads, n=" << n;
     EXPECT_EQ(0, std::memcmp(y1.data(), y3.data(), y1.size() * sizeof(float))) << "1 vs 3 threads, n=" << n;
+    EXPECT_EQ(0, std::memcmp(y1.data(), y40.data(), y1.size() * sizeof(float))) << "1 vs 40 threads, n=" << n;
   }
 }
 
