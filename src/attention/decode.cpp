@@ -347,9 +347,9 @@ void attention_decode(const AttentionParams& p, std::span<const DecodeQuery> row
   };
   // With work stealing (decode_steal()) these shares are WorkSplit ranges: a thread that is done
   // takes the last tasks of a slower thread's share (core/work_split.h).
-  // (Teams of up to WorkSplit::kMaxParts threads; wider ones keep the static shares.)
+  // (Teams WorkSplit::suits; wider ones keep the static shares.)
   WorkSplit shares;
-  const bool steal = par && n_threads <= WorkSplit::kMaxParts && decode_steal();
+  const bool steal = par && WorkSplit::suits(n_threads) && decode_steal();
   if (steal)
     shares.reset_at(n_threads, [&](int t) { return t == n_threads ? n_tasks : first_task_from(t, n_threads); });
 

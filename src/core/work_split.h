@@ -34,6 +34,9 @@ class WorkSplit {
   /// backs (correct, but they all contend for the owners' lines: the engine's loops use a split
   /// for teams of up to kMaxParts threads and their static schedule beyond).
   static constexpr int kMaxParts = 32;
+  /// Whether a team of n_threads should share a loop with a WorkSplit: 2 to kMaxParts threads
+  /// (one thread has nothing to balance; wider teams keep their static schedule, above).
+  static constexpr bool suits(int n_threads) { return n_threads >= 2 && n_threads <= kMaxParts; }
   /// Largest n_items: front and back of a range are 32-bit fields, and front + 1 <= back must
   /// not carry into the back's field (2^31 leaves that margin).
   static constexpr int64_t kMaxItems = int64_t{1} << 31;

@@ -84,8 +84,8 @@ void run_lanes(const WeightView& W, const uint8_t* act, size_t a_stride, int64_t
   // (it may span two, and stolen items come from another range).
   const bool par = n_rt > 1;
   WorkSplit split;
-  const bool steal = par && tc.n_threads() > 1 && tc.n_threads() <= WorkSplit::kMaxParts && matmul_steal() &&
-                     n_chunks * n_rt <= WorkSplit::kMaxItems;
+  const bool steal =
+      par && WorkSplit::suits(tc.n_threads()) && matmul_steal() && n_chunks * n_rt <= WorkSplit::kMaxItems;
   if (steal) split.reset(n_chunks * n_rt, tc.n_threads());
 #pragma omp parallel num_threads(tc.n_threads()) if (par)
   {

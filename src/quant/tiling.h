@@ -140,11 +140,11 @@ inline bool matmul_steal() {
 }
 
 /// Points c.split at `split`, reset for a product of `rows` rows, when work stealing is on
-/// (matmul_steal()) and the product runs in a parallel region (`par`) of 2 to
-/// WorkSplit::kMaxParts threads; else leaves c as it is.
+/// (matmul_steal()) and the product runs in a parallel region (`par`) of a team that
+/// WorkSplit::suits; else leaves c as it is.
 /// (A product of several token chunks ignores the split: tiles_loop_rt.)
 inline void share_rows(TileCtx& c, int64_t rows, bool par, WorkSplit& split) {
-  if (!par || c.n_threads < 2 || c.n_threads > WorkSplit::kMaxParts || !matmul_steal()) return;
+  if (!par || !WorkSplit::suits(c.n_threads) || !matmul_steal()) return;
   split.reset((rows + kRowBlock - 1) / kRowBlock, c.n_threads);
   c.split = &split;
 }

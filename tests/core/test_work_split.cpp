@@ -63,6 +63,10 @@ TEST(WorkSplit, PartsAreCapped) {
   WorkSplit s;
   s.reset(1000, 200);
   EXPECT_EQ(s.parts(), WorkSplit::kMaxParts);
+  EXPECT_FALSE(WorkSplit::suits(1));
+  EXPECT_TRUE(WorkSplit::suits(2));
+  EXPECT_TRUE(WorkSplit::suits(WorkSplit::kMaxParts));
+  EXPECT_FALSE(WorkSplit::suits(WorkSplit::kMaxParts + 1));
   // Thread 0 owns [0, 1000 / kMaxParts): its first claims are 0, 1, 2.
   int64_t item = -1;
   for (int64_t want = 0; want < 3; ++want) {
