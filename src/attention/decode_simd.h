@@ -544,8 +544,8 @@ inline void pv_block(const float* P, int p_stride, int nh, const T* V, int nk, i
 /// Writes s[j] = e^(s[j] - m) for j < n and returns their sum (in double); m not NaN and >= every
 /// s[j] that is not NaN (the running maximum of the online softmax). The exponentials are exp8()'s bits
 /// (exp_or_zero() without AVX2): with AVX-512 through exp16_nonpos, whose 19 instructions give
-/// exp16's result for every argument below 88.37, so for every s[j] - m <= 0; the summation
-/// order is this function's.
+/// exp16's result for every argument below 88.37, so for every s[j] - m <= 0 (AVX2: exp8_nonpos
+/// in exp_sum_row, the same argument); the summation order is this function's.
 inline double exp_sum_block(float* s, int n, float m) {
 #if SNAPKV_ATTN_AVX512
   const __m512 vm = _mm512_set1_ps(m);

@@ -53,6 +53,31 @@ inline __m256 exp8(__m256 x) {
   return _mm256_or_ps(is_nan, _mm256_andnot_ps(too_small, _mm256_mul_ps(_mm256_mul_ps(p, s1), s2)));
 }
 
+/// exp8(x) for the arguments of a softmax row, x = s - max <= 0 (or -inf, or NaN): the same bits
+/// with one 2^n product instead of two and no upper clamp (exp16_nonpos's argument: for x in
+/// [kExpMinArg, 88.37), n = round(x log2 e) <= 127, so 2^n is a normal float and p * 2^n is the
+/// one rounding of the value that (p * 2^h) * 2^(n - h) rounds once). Callers pass s - max.
+inline __m256 exp8_nonpos(__m256 x) {
+  const __m256 is_nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
+  const __m256 too_small = _mm256_cmp_ps(x, _mm256_set1_ps(kExpMinArg), _CMP_LT_OQ);
+  x = _mm256_max_ps(x, _mm256_set1_ps(kExpMinArg));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  const __m256 s =
+      _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
+  return _mm256_or_ps(is_nan, _mm256_andnot_ps(too_small, _mm256_mul_ps(p, s)));
+}
+
 #if SNAPKV_ATTN_AVX512
 /// exp8()'s range reduction and polynomial for 16 lanes, x already clamped: x = n ln2 + r; returns
 /// e^r (degree 7, Horner) and n (rounded, as a float).
@@ -198,6 +223,27 @@ inline float mask_scale_max_row(float* s, int n, const int32_t* kpos, int64_t qp
     }
     return m;
   }
+#elif SNAPKV_ATTN_AVX2
+  if (n >= 8 && kpos[n - 1] <= qp && (window <= 0 || qp - kpos[0] < window)) {
+    // The same products and row_max's 8-lane maximum and fold, in its order.
+    const __m256 vs = _mm256_set1_ps(scale);
+    __m256 vm = _mm256_set1_ps(kNegInf);
+    int j = 0;
+    for (; j + 8 <= n; j += 8) {
+      const __m256 x = _mm256_mul_ps(_mm256_loadu_ps(s + j), vs);
+      _mm256_storeu_ps(s + j, x);
+      vm = _mm256_max_ps(vm, x);
+    }
+    alignas(32) float buf[8];
+    _mm256_store_ps(buf, vm);
+    float m = kNegInf;
+    for (const float v : buf) m = std::max(m, v);
+    for (; j < n; ++j) {
+      s[j] *= scale;
+      m = std::max(m, s[j]);
+    }
+    return m;
+  }
 #endif
   mask_scale_row(s, n, kpos, qp, window, scale);
   return row_max(s, n);
@@ -237,12 +283,12 @@ inline void exp_sum_add(const float* s, int n, float m, float* out, double* lane
   }
 #endif
   for (; j + 8 <= n; j += 8) {
-    const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm));
+    const __m256 e = exp8_nonpos(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm));
     if (out != nullptr) _mm256_storeu_ps(out + j, e);
     step(e);
   }
   if (j < n) {
-    const __m256 e = exp8(_mm256_sub_ps(load_partial(s + j, n - j, kNegInf), vm));
+    const __m256 e = exp8_nonpos(_mm256_sub_ps(load_partial(s + j, n - j, kNegInf), vm));
     if (out != nullptr) store_partial(out + j, n - j, e);
     step(e);
   }

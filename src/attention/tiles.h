@@ -29,6 +29,43 @@ inline __m256 hsum8(const __m256* a) {
     t[k] = _mm256_add_ps(_mm256_permute2f128_ps(a[k], a[k + 4], 0x20), _mm256_permute2f128_ps(a[k], a[k + 4], 0x31));
   return _mm256_hadd_ps(_mm256_hadd_ps(t[0], t[1]), _mm256_hadd_ps(t[2], t[3]));
 }
+
+/// hsum() of four accumulators: lane k (k < 4) = hsum8's sum of a[k], the same pairing (lane halves
+/// added first, then two horizontal pair adds), so each is bit for bit dot8's; 10 instructions.
+inline __m128 hsum4(const __m256* a) {
+  const __m256 u0 = _mm256_add_ps(_mm256_permute2f128_ps(a[0], a[1], 0x20), _mm256_permute2f128_ps(a[0], a[1], 0x31));
+  const __m256 u1 = _mm256_add_ps(_mm256_permute2f128_ps(a[2], a[3], 0x20), _mm256_permute2f128_ps(a[2], a[3], 0x31));
+  const __m256 h = _mm256_hadd_ps(u0, u1);  // [a0 a0 a2 a2 | a1 a1 a3 a3], half sums
+  const __m256 s = _mm256_hadd_ps(h, h);    // [a0 a2 a0 a2 | a1 a3 a1 a3]
+  return _mm_unpacklo_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+}
+
+/// qk_tile's AVX2 scores for 3 rows x 4 keys per register tile, keys [0, nk4) with nk4 % 4 == 0:
+/// 12 accumulators (12 independent FMA chains, two loads per three FMAs), each a dot8 8-lane
+/// partial sum, reduced by hsum8 (rows 0 and 1) and hsum4 (row 2).
+inline void qk_rows3_4keys(const float* const* q, const float* K, int nk4, int hd, float* S, int s_stride) {
+  const float *q0 = q[0], *q1 = q[1], *q2 = q[2];
+  for (int j = 0; j < nk4; j += 4) {
+    const float* k0 = K + static_cast<size_t>(j) * hd;
+    __m256 a[3][4];
+    for (int r = 0; r < 3; ++r)
+      for (int k = 0; k < 4; ++k) a[r][k] = _mm256_setzero_ps();
+    for (int d = 0; d < hd; d += 8) {
+      const __m256 x0 = load8_in_register(q0 + d), x1 = load8_in_register(q1 + d), x2 = load8_in_register(q2 + d);
+      for (int k = 0; k < 4; ++k) {
+        const __m256 y = load8_in_register(k0 + static_cast<size_t>(k) * hd + d);
+        a[0][k] = _mm256_fmadd_ps(x0, y, a[0][k]);
+        a[1][k] = _mm256_fmadd_ps(x1, y, a[1][k]);
+        a[2][k] = _mm256_fmadd_ps(x2, y, a[2][k]);
+      }
+    }
+    const __m256 a01[8] = {a[0][0], a[0][1], a[0][2], a[0][3], a[1][0], a[1][1], a[1][2], a[1][3]};
+    const __m256 h = hsum8(a01);
+    _mm_storeu_ps(S + j, _mm256_castps256_ps128(h));
+    _mm_storeu_ps(S + static_cast<size_t>(s_stride) + j, _mm256_extractf128_ps(h, 1));
+    _mm_storeu_ps(S + static_cast<size_t>(2 * s_stride) + j, hsum4(a[2]));
+  }
+}
 #endif
 
 #if SNAPKV_ATTN_AVX512
@@ -156,7 +193,7 @@ inline void pv_rows_512(const float* P, int p_stride, const float* V, int nk, in
 /// S[r * s_stride + j] = dot(q[r], K[j]) for r < nr, j < nk; q[r] = qrows[r] (hd floats each),
 /// K rows contiguous [nk][hd]. Register-blocked when hd % 8 == 0: with AVX-512's 32 registers 4
 /// rows x 8 keys when qpack = pack_q_pairs(qrows, nr, hd, ...) is given (qk_rows4_8keys), 2 and 1
-/// rows x 8 keys for the rest or without it (qk_rows_8keys); else 2 rows x 4 keys (AVX2). Each
+/// rows x 8 keys for the rest or without it (qk_rows_8keys); else 3 rows x 4 keys and 2 x 4 for the rest (AVX2). Each
 /// loaded vector feeds several FMAs; f32 accumulation, every score bit for bit dot8's.
 inline void qk_tile(const float* const* qrows, int nr, const float* K, int nk, int hd, float* S, int s_stride,
                     const float* qpack = nullptr) {
@@ -180,6 +217,14 @@ inline void qk_tile(const float* const* qrows, int nr, const float* K, int nk, i
 #if SNAPKV_ATTN_AVX2
   if (hd % 8 == 0) {
     int r = 0;
+    const int nk4 = nk / 4 * 4;
+    for (; r + 3 <= nr; r += 3) {
+      float* Sr = S + static_cast<size_t>(r) * s_stride;
+      qk_rows3_4keys(qrows + r, K, nk4, hd, Sr, s_stride);
+      for (int i = 0; i < 3; ++i)
+        for (int j = nk4; j < nk; ++j)
+          Sr[static_cast<size_t>(i) * s_stride + j] = dot8(qrows[r + i], K + static_cast<size_t>(j) * hd, hd);
+    }
     for (; r + 2 <= nr; r += 2) {
       const float* q0 = qrows[r];
       const float* q1 = qrows[r + 1];
@@ -264,10 +309,36 @@ inline void pv_rows2(const float* P, int p_stride, bool two_rows, const float* V
 }
 #endif
 
+#if SNAPKV_ATTN_AVX2
+/// acc[r][d0 .. d0 + 16) += sum_j P[r * p_stride + j] * V[j][d0 .. d0 + 16) for rows r < 6, j
+/// ascending (per element the FMAs of pv_rows2): 12 accumulators, i.e. 12 independent FMA chains
+/// (pv_rows2 has 8, as many as two 4-cycle FMA pipes need with nothing to spare), and two value
+/// loads per 12 FMAs, so a value block larger than L1 (Gemma 3: 64 keys x 256 floats) is re-read
+/// from L2 a third as often.
+inline void pv_rows6(const float* P, int p_stride, const float* V, int nk, int hd, float* acc) {
+  for (int d = 0; d < hd; d += 16) {
+    __m256 a[6][2];
+    for (int r = 0; r < 6; ++r)
+      for (int k = 0; k < 2; ++k) a[r][k] = _mm256_loadu_ps(acc + static_cast<size_t>(r) * hd + d + 8 * k);
+    const float* v = V + d;
+    for (int j = 0; j < nk; ++j, v += hd) {
+      const __m256 v0 = load8_in_register(v), v1 = load8_in_register(v + 8);
+      for (int r = 0; r < 6; ++r) {
+        const __m256 w = _mm256_broadcast_ss(P + static_cast<size_t>(r) * p_stride + j);
+        a[r][0] = _mm256_fmadd_ps(w, v0, a[r][0]);
+        a[r][1] = _mm256_fmadd_ps(w, v1, a[r][1]);
+      }
+    }
+    for (int r = 0; r < 6; ++r)
+      for (int k = 0; k < 2; ++k) _mm256_storeu_ps(acc + static_cast<size_t>(r) * hd + d + 8 * k, a[r][k]);
+  }
+}
+#endif
+
 /// acc[r][:] += sum_j P[r * p_stride + j] * V[j][:] for r < nr (acc rows contiguous [nr][hd]),
 /// j ascending for every element. Register-tiled 4 rows x 64 dims when hd % 64 == 0 (AVX-512,
-/// pv_rows_512), else 2 rows x 32 dims when hd % 32 == 0 (AVX2): acc stays in registers over the
-/// keys. Zero probabilities are multiplied like any other (V is finite).
+/// pv_rows_512), else 6 rows x 16 dims (pv_rows6) and 2 rows x 32 dims for the rest when hd % 32 == 0
+/// (AVX2): acc stays in registers over the keys. Zero probabilities are multiplied like any other (V is finite).
 inline void pv_tile(const float* P, int p_stride, int nr, const float* V, int nk, int hd, float* acc) {
 #if SNAPKV_ATTN_AVX512
   if (hd % 64 == 0) {
@@ -284,7 +355,10 @@ inline void pv_tile(const float* P, int p_stride, int nr, const float* V, int nk
 #endif
 #if SNAPKV_ATTN_AVX2
   if (hd % 32 == 0) {
-    for (int r = 0; r < nr; r += 2)
+    int r = 0;
+    for (; r + 6 <= nr; r += 6)
+      pv_rows6(P + static_cast<size_t>(r) * p_stride, p_stride, V, nk, hd, acc + static_cast<size_t>(r) * hd);
+    for (; r < nr; r += 2)
       pv_rows2(P + static_cast<size_t>(r) * p_stride, p_stride, r + 1 < nr, V, nk, hd,
                acc + static_cast<size_t>(r) * hd);
     return;

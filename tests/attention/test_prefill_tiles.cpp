@@ -96,6 +96,29 @@ TEST(PrefillTiles, PVTileIsOneFmaPerKeyInAscendingOrder) {
   }
 }
 
+#if SNAPKV_ATTN_AVX2
+// The softmax rows' 8-lane exponential against exp8 (AVX2 hosts' exp_sum_add): every x <= 0 the
+// rows can produce, the underflow edge swept finely, and the positive range where they agree.
+TEST(PrefillTiles, Exp8NonPositiveIsExp8BitForBit) {
+  std::vector<float> x = randn(1 << 16, 8, 30.0f);
+  for (auto& v : x) v = -std::fabs(v);
+  for (int i = 0; i < 8192; ++i) x.push_back(88.37f * static_cast<float>(i) / 8192.0f);
+  for (int i = 0; i < 4096; ++i) x.push_back(-86.0f - 2.0f * static_cast<float>(i) / 4096.0f);
+  for (int i = 0; i < 4096; ++i) x.push_back(-1e-3f * static_cast<float>(i) / 4096.0f);
+  for (const float v : {0.0f, -0.0f, kExpMinArg, std::nextafter(kExpMinArg, 0.0f), std::nextafter(kExpMinArg, -1e9f),
+                        -1e30f, -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
+                        -std::numeric_limits<float>::denorm_min()})
+    x.push_back(v);
+  while (x.size() % 8 != 0) x.push_back(-1.0f);
+  for (size_t i = 0; i < x.size(); i += 8) {
+    alignas(32) float a[8], b[8];
+    _mm256_store_ps(a, exp8_nonpos(_mm256_loadu_ps(x.data() + i)));
+    _mm256_store_ps(b, exp8(_mm256_loadu_ps(x.data() + i)));
+    for (int l = 0; l < 8; ++l) ASSERT_TRUE(same_bits(a[l], b[l])) << "x = " << x[i + static_cast<size_t>(l)];
+  }
+}
+#endif
+
 #if SNAPKV_ATTN_AVX512
 TEST(PrefillTiles, Exp16IsExp8LaneForLane) {
   auto x = randn(4096, 99, 30.0f);
