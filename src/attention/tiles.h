@@ -41,7 +41,7 @@ inline __m128 hsum4(const __m256* a) {
 }
 
 /// qk_tile's AVX2 scores for 3 rows x 4 keys per register tile, keys [0, nk4) with nk4 % 4 == 0:
-/// 12 accumulators (12 independent FMA chains, two loads per three FMAs), each a dot8 8-lane
+/// 12 accumulators (12 independent FMA chains, 7 loads per 12 FMAs), each a dot8 8-lane
 /// partial sum, reduced by hsum8 (rows 0 and 1) and hsum4 (row 2).
 inline void qk_rows3_4keys(const float* const* q, const float* K, int nk4, int hd, float* S, int s_stride) {
   const float *q0 = q[0], *q1 = q[1], *q2 = q[2];
@@ -63,7 +63,7 @@ inline void qk_rows3_4keys(const float* const* q, const float* K, int nk4, int h
     const __m256 h = hsum8(a01);
     _mm_storeu_ps(S + j, _mm256_castps256_ps128(h));
     _mm_storeu_ps(S + static_cast<size_t>(s_stride) + j, _mm256_extractf128_ps(h, 1));
-    _mm_storeu_ps(S + static_cast<size_t>(2 * s_stride) + j, hsum4(a[2]));
+    _mm_storeu_ps(S + 2 * static_cast<size_t>(s_stride) + j, hsum4(a[2]));
   }
 }
 #endif
@@ -311,10 +311,10 @@ inline void pv_rows2(const float* P, int p_stride, bool two_rows, const float* V
 
 #if SNAPKV_ATTN_AVX2
 /// acc[r][d0 .. d0 + 16) += sum_j P[r * p_stride + j] * V[j][d0 .. d0 + 16) for rows r < 6, j
-/// ascending (per element the FMAs of pv_rows2): 12 accumulators, i.e. 12 independent FMA chains
-/// (pv_rows2 has 8, as many as two 4-cycle FMA pipes need with nothing to spare), and two value
-/// loads per 12 FMAs, so a value block larger than L1 (Gemma 3: 64 keys x 256 floats) is re-read
-/// from L2 a third as often.
+/// ascending (per element the FMAs of pv_rows2): 12 accumulators (12 independent FMA chains;
+/// pv_rows2's 8 are just as many as two 4-cycle FMA pipes need) and two value loads per 12 FMAs,
+/// so a value block larger than L1 (Gemma 3: 64 keys x 256 floats) is re-read from L2 a third as
+/// often.
 inline void pv_rows6(const float* P, int p_stride, const float* V, int nk, int hd, float* acc) {
   for (int d = 0; d < hd; d += 16) {
     __m256 a[6][2];
