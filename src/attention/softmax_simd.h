@@ -23,17 +23,13 @@ constexpr float kExpMinArg = -87.33654f;
 inline float exp_or_zero(float x) { return x < kExpMinArg ? 0.0f : std::exp(x); }
 
 #if SNAPKV_ATTN_AVX2
-/// e^x for 8 lanes, relative error below 2e-7 (about 2 ulp) for x in [-87.3, 88.7]; 0 below that
-/// range (including -inf), FLT_MAX above it, NaN for NaN. Range reduction x = n ln2 + r with |r| <= ln2 / 2 (ln2 split
-/// in a high part exact in f32 and a low correction, Cody & Waite 1980), then a degree-7 Taylor
-/// polynomial of e^r (truncation error r^8 / 8! < 1.3e-8) evaluated by Horner's rule, scaled by 2^n
-/// through the exponent bits.
-inline __m256 exp8(__m256 x) {
-  const __m256 is_nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);  // all bits set: a NaN, propagated below
-  const __m256 too_small = _mm256_cmp_ps(x, _mm256_set1_ps(kExpMinArg), _CMP_LT_OQ);
-  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(kExpMinArg)), _mm256_set1_ps(88.72283f));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+/// exp8()'s range reduction and polynomial, x already clamped: x = n ln2 + r with |r| <= ln2 / 2
+/// (ln2 split in a high part exact in f32 and a low correction, Cody & Waite 1980); returns e^r
+/// by a degree-7 Taylor polynomial (truncation error r^8 / 8! < 1.3e-8, Horner's rule) and n
+/// (rounded, as a float).
+inline __m256 exp8_reduced(__m256 x, __m256& n) {
+  n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
   r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
   __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
@@ -43,14 +39,28 @@ inline __m256 exp8(__m256 x) {
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  return _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+}
+
+/// 2^n for integral n in [-126, 127] (exponent bits).
+inline __m256 exp8_pow2(__m256i n) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23));
+}
+
+/// e^x for 8 lanes, relative error below 2e-7 (about 2 ulp) for x in [-87.3, 88.7]; 0 below that
+/// range (including -inf), FLT_MAX above it, NaN for NaN: exp8_reduced's e^r scaled by 2^n
+/// through the exponent bits.
+inline __m256 exp8(__m256 x) {
+  const __m256 is_nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);  // all bits set: a NaN, propagated below
+  const __m256 too_small = _mm256_cmp_ps(x, _mm256_set1_ps(kExpMinArg), _CMP_LT_OQ);
+  __m256 n;
+  const __m256 p =
+      exp8_reduced(_mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(kExpMinArg)), _mm256_set1_ps(88.72283f)), n);
   // n in [-126, 128]: 2^n = 2^(n/2) * 2^(n - n/2) keeps both factors normal up to n = 128.
   const __m256i ni = _mm256_cvtps_epi32(n);
   const __m256i h = _mm256_srai_epi32(ni, 1);
-  const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h, _mm256_set1_epi32(127)), 23));
-  const __m256 s2 =
-      _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ni, h), _mm256_set1_epi32(127)), 23));
-  return _mm256_or_ps(is_nan, _mm256_andnot_ps(too_small, _mm256_mul_ps(_mm256_mul_ps(p, s1), s2)));
+  const __m256 e = _mm256_mul_ps(_mm256_mul_ps(p, exp8_pow2(h)), exp8_pow2(_mm256_sub_epi32(ni, h)));
+  return _mm256_or_ps(is_nan, _mm256_andnot_ps(too_small, e));
 }
 
 /// exp8(x) for the arguments of a softmax row, x = s - max <= 0 (or -inf, or NaN): the same bits
@@ -60,22 +70,9 @@ inline __m256 exp8(__m256 x) {
 inline __m256 exp8_nonpos(__m256 x) {
   const __m256 is_nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
   const __m256 too_small = _mm256_cmp_ps(x, _mm256_set1_ps(kExpMinArg), _CMP_LT_OQ);
-  x = _mm256_max_ps(x, _mm256_set1_ps(kExpMinArg));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  const __m256 s =
-      _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
-  return _mm256_or_ps(is_nan, _mm256_andnot_ps(too_small, _mm256_mul_ps(p, s)));
+  __m256 n;
+  const __m256 p = exp8_reduced(_mm256_max_ps(x, _mm256_set1_ps(kExpMinArg)), n);
+  return _mm256_or_ps(is_nan, _mm256_andnot_ps(too_small, _mm256_mul_ps(p, exp8_pow2(_mm256_cvtps_epi32(n)))));
 }
 
 #if SNAPKV_ATTN_AVX512

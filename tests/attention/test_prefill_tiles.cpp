@@ -98,10 +98,12 @@ TEST(PrefillTiles, PVTileIsOneFmaPerKeyInAscendingOrder) {
 }
 
 #if SNAPKV_ATTN_AVX2
-// The softmax rows' 8-lane exponential against exp8 (AVX2 hosts' exp_sum_add): every x <= 0 the
-// rows can produce, the underflow edge swept finely, and the positive range where they agree.
-TEST(PrefillTiles, Exp8NonPositiveIsExp8BitForBit) {
-  std::vector<float> x = randn(1 << 16, 8, 30.0f);
+// Arguments for the softmax rows' exponentials: every x <= 0 the rows can produce, the underflow
+// edge (results 0 below kExpMinArg) swept finely, and the positive range where the non-positive
+// forms still agree with the general ones (x < 88.37: round(x log2 e) <= 127); padded with -1 to
+// a multiple of `lanes`.
+std::vector<float> softmax_exp_arguments(uint64_t seed, size_t lanes) {
+  std::vector<float> x = randn(1 << 16, seed, 30.0f);
   for (auto& v : x) v = -std::fabs(v);
   for (int i = 0; i < 8192; ++i) x.push_back(88.37f * static_cast<float>(i) / 8192.0f);
   for (int i = 0; i < 4096; ++i) x.push_back(-86.0f - 2.0f * static_cast<float>(i) / 4096.0f);
@@ -110,7 +112,13 @@ TEST(PrefillTiles, Exp8NonPositiveIsExp8BitForBit) {
                         -1e30f, -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
                         -std::numeric_limits<float>::denorm_min()})
     x.push_back(v);
-  while (x.size() % 8 != 0) x.push_back(-1.0f);
+  while (x.size() % lanes != 0) x.push_back(-1.0f);
+  return x;
+}
+
+// The softmax rows' 8-lane exponential against exp8 (AVX2 hosts' exp_sum_add).
+TEST(PrefillTiles, Exp8NonPositiveIsExp8BitForBit) {
+  const std::vector<float> x = softmax_exp_arguments(8, 8);
   for (size_t i = 0; i < x.size(); i += 8) {
     alignas(32) float a[8], b[8];
     _mm256_store_ps(a, exp8_nonpos(_mm256_loadu_ps(x.data() + i)));
@@ -144,20 +152,9 @@ TEST(PrefillTiles, Exp16IsExp8LaneForLane) {
   }
 }
 
-// The softmax rows' exponential against exp16: every x <= 0 the rows can produce, the underflow
-// edge (results 0 below kExpMinArg) swept finely, and the positive range where the two still
-// agree (x < 88.37: round(x log2 e) <= 127).
+// The softmax rows' 16-lane exponential against exp16.
 TEST(PrefillTiles, Exp16NonPositiveIsExp16BitForBit) {
-  std::vector<float> x = randn(1 << 16, 7, 30.0f);
-  for (auto& v : x) v = -std::fabs(v);
-  for (int i = 0; i < 8192; ++i) x.push_back(88.37f * static_cast<float>(i) / 8192.0f);
-  for (int i = 0; i < 4096; ++i) x.push_back(-86.0f - 2.0f * static_cast<float>(i) / 4096.0f);
-  for (int i = 0; i < 4096; ++i) x.push_back(-1e-3f * static_cast<float>(i) / 4096.0f);
-  for (const float v : {0.0f, -0.0f, kExpMinArg, std::nextafter(kExpMinArg, 0.0f), std::nextafter(kExpMinArg, -1e9f),
-                        -1e30f, -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
-                        -std::numeric_limits<float>::denorm_min()})
-    x.push_back(v);
-  while (x.size() % 16 != 0) x.push_back(-1.0f);
+  const std::vector<float> x = softmax_exp_arguments(7, 16);
   for (size_t i = 0; i < x.size(); i += 16) {
     alignas(64) float a[16], b[16];
     _mm512_store_ps(a, exp16_nonpos(_mm512_loadu_ps(x.data() + i)));
