@@ -192,40 +192,22 @@ inline float row_max(const float* s, int n) {
 /// mask_scale_row(s, n, kpos, qp, window, scale), then returns row_max(s, n): one pass over the
 /// row when every key is visible (the common case), with the same products and the same maximum.
 inline float mask_scale_max_row(float* s, int n, const int32_t* kpos, int64_t qp, int window, float scale) {
-#if SNAPKV_ATTN_AVX512
+#if SNAPKV_ATTN_AVX2
   if (n >= 8 && kpos[n - 1] <= qp && (window <= 0 || qp - kpos[0] < window)) {
-    // row_max's 8-lane maximum and fold, in its order (so a NaN score is treated as row_max treats it).
-    const __m512 vs = _mm512_set1_ps(scale);
+    // The same products, and row_max's 8-lane maximum and fold in its order (so a NaN score is
+    // treated as row_max treats it).
+    const __m256 vs = _mm256_set1_ps(scale);
     __m256 vm = _mm256_set1_ps(kNegInf);
     int j = 0;
+#if SNAPKV_ATTN_AVX512
+    const __m512 ws = _mm512_set1_ps(scale);
     for (; j + 16 <= n; j += 16) {
-      const __m512 x = _mm512_mul_ps(_mm512_loadu_ps(s + j), vs);
+      const __m512 x = _mm512_mul_ps(_mm512_loadu_ps(s + j), ws);
       _mm512_storeu_ps(s + j, x);
       vm = _mm256_max_ps(vm, low8(x));
       vm = _mm256_max_ps(vm, high8(x));
     }
-    if (j + 8 <= n) {
-      const __m256 x = _mm256_mul_ps(_mm256_loadu_ps(s + j), _mm256_set1_ps(scale));
-      _mm256_storeu_ps(s + j, x);
-      vm = _mm256_max_ps(vm, x);
-      j += 8;
-    }
-    alignas(32) float buf[8];
-    _mm256_store_ps(buf, vm);
-    float m = kNegInf;
-    for (const float v : buf) m = std::max(m, v);
-    for (; j < n; ++j) {
-      s[j] *= scale;
-      m = std::max(m, s[j]);
-    }
-    return m;
-  }
-#elif SNAPKV_ATTN_AVX2
-  if (n >= 8 && kpos[n - 1] <= qp && (window <= 0 || qp - kpos[0] < window)) {
-    // The same products and row_max's 8-lane maximum and fold, in its order.
-    const __m256 vs = _mm256_set1_ps(scale);
-    __m256 vm = _mm256_set1_ps(kNegInf);
-    int j = 0;
+#endif
     for (; j + 8 <= n; j += 8) {
       const __m256 x = _mm256_mul_ps(_mm256_loadu_ps(s + j), vs);
       _mm256_storeu_ps(s + j, x);
