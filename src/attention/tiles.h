@@ -40,30 +40,33 @@ inline __m128 hsum4(const __m256* a) {
   return _mm_unpacklo_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
 }
 
-/// qk_tile's AVX2 scores for 3 rows x 4 keys per register tile, keys [0, nk4) with nk4 % 4 == 0:
-/// 12 accumulators (12 independent FMA chains, 7 loads per 12 FMAs), each a dot8 8-lane
-/// partial sum, reduced by hsum8 (rows 0 and 1) and hsum4 (row 2).
-inline void qk_rows3_4keys(const float* const* q, const float* K, int nk4, int hd, float* S, int s_stride) {
-  const float *q0 = q[0], *q1 = q[1], *q2 = q[2];
+/// qk_tile's AVX2 scores for R rows (R <= 3) x 4 keys per register tile, keys [0, nk4) with
+/// nk4 % 4 == 0: 4 R accumulators (R = 3: 12 independent FMA chains, 7 loads per 12 FMAs), each a
+/// dot8 8-lane partial sum; row pairs reduced by hsum8, an odd last row by hsum4.
+template <int R>
+inline void qk_rows_4keys(const float* const* q, const float* K, int nk4, int hd, float* S, int s_stride) {
+  static_assert(R >= 1 && R <= 3);
   for (int j = 0; j < nk4; j += 4) {
     const float* k0 = K + static_cast<size_t>(j) * hd;
-    __m256 a[3][4];
-    for (int r = 0; r < 3; ++r)
+    __m256 a[R][4];
+    for (int r = 0; r < R; ++r)
       for (int k = 0; k < 4; ++k) a[r][k] = _mm256_setzero_ps();
     for (int d = 0; d < hd; d += 8) {
-      const __m256 x0 = load8_in_register(q0 + d), x1 = load8_in_register(q1 + d), x2 = load8_in_register(q2 + d);
+      __m256 x[R];
+      for (int r = 0; r < R; ++r) x[r] = load8_in_register(q[r] + d);
       for (int k = 0; k < 4; ++k) {
         const __m256 y = load8_in_register(k0 + static_cast<size_t>(k) * hd + d);
-        a[0][k] = _mm256_fmadd_ps(x0, y, a[0][k]);
-        a[1][k] = _mm256_fmadd_ps(x1, y, a[1][k]);
-        a[2][k] = _mm256_fmadd_ps(x2, y, a[2][k]);
+        for (int r = 0; r < R; ++r) a[r][k] = _mm256_fmadd_ps(x[r], y, a[r][k]);
       }
     }
-    const __m256 a01[8] = {a[0][0], a[0][1], a[0][2], a[0][3], a[1][0], a[1][1], a[1][2], a[1][3]};
-    const __m256 h = hsum8(a01);
-    _mm_storeu_ps(S + j, _mm256_castps256_ps128(h));
-    _mm_storeu_ps(S + static_cast<size_t>(s_stride) + j, _mm256_extractf128_ps(h, 1));
-    _mm_storeu_ps(S + 2 * static_cast<size_t>(s_stride) + j, hsum4(a[2]));
+    float* Sj = S + j;
+    if constexpr (R >= 2) {
+      const __m256 a01[8] = {a[0][0], a[0][1], a[0][2], a[0][3], a[1][0], a[1][1], a[1][2], a[1][3]};
+      const __m256 h = hsum8(a01);
+      _mm_storeu_ps(Sj, _mm256_castps256_ps128(h));
+      _mm_storeu_ps(Sj + static_cast<size_t>(s_stride), _mm256_extractf128_ps(h, 1));
+    }
+    if constexpr (R != 2) _mm_storeu_ps(Sj + (R - 1) * static_cast<size_t>(s_stride), hsum4(a[R - 1]));
   }
 }
 #endif
@@ -193,8 +196,8 @@ inline void pv_rows_512(const float* P, int p_stride, const float* V, int nk, in
 /// S[r * s_stride + j] = dot(q[r], K[j]) for r < nr, j < nk; q[r] = qrows[r] (hd floats each),
 /// K rows contiguous [nk][hd]. Register-blocked when hd % 8 == 0: with AVX-512's 32 registers 4
 /// rows x 8 keys when qpack = pack_q_pairs(qrows, nr, hd, ...) is given (qk_rows4_8keys), 2 and 1
-/// rows x 8 keys for the rest or without it (qk_rows_8keys); else 3 rows x 4 keys and 2 x 4 for the rest (AVX2). Each
-/// loaded vector feeds several FMAs; f32 accumulation, every score bit for bit dot8's.
+/// rows x 8 keys for the rest or without it (qk_rows_8keys); else 3 rows x 4 keys, then 2 or 1, qk_rows_4keys (AVX2).
+/// Each loaded vector feeds several FMAs; f32 accumulation, every score bit for bit dot8's.
 inline void qk_tile(const float* const* qrows, int nr, const float* K, int nk, int hd, float* S, int s_stride,
                     const float* qpack = nullptr) {
 #if SNAPKV_ATTN_AVX512
@@ -216,50 +219,15 @@ inline void qk_tile(const float* const* qrows, int nr, const float* K, int nk, i
 #endif
 #if SNAPKV_ATTN_AVX2
   if (hd % 8 == 0) {
-    int r = 0;
+    // 3-row tiles, then the 2 or 1 rows left; the keys past a multiple of 4 one dot8 each.
     const int nk4 = nk / 4 * 4;
-    for (; r + 3 <= nr; r += 3) {
-      float* Sr = S + static_cast<size_t>(r) * s_stride;
-      qk_rows3_4keys(qrows + r, K, nk4, hd, Sr, s_stride);
-      for (int i = 0; i < 3; ++i)
-        for (int j = nk4; j < nk; ++j)
-          Sr[static_cast<size_t>(i) * s_stride + j] = dot8(qrows[r + i], K + static_cast<size_t>(j) * hd, hd);
-    }
-    for (; r + 2 <= nr; r += 2) {
-      const float* q0 = qrows[r];
-      const float* q1 = qrows[r + 1];
-      int j = 0;
-      for (; j + 4 <= nk; j += 4) {
-        const float* k0 = K + static_cast<size_t>(j) * hd;
-        __m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a03 = a00;
-        __m256 a10 = a00, a11 = a00, a12 = a00, a13 = a00;
-        for (int d = 0; d < hd; d += 8) {
-          const __m256 x0 = load8_in_register(q0 + d), x1 = load8_in_register(q1 + d);
-          const __m256 y0 = load8_in_register(k0 + d), y1 = load8_in_register(k0 + hd + d);
-          const __m256 y2 = load8_in_register(k0 + 2 * hd + d), y3 = load8_in_register(k0 + 3 * hd + d);
-          a00 = _mm256_fmadd_ps(x0, y0, a00);
-          a01 = _mm256_fmadd_ps(x0, y1, a01);
-          a02 = _mm256_fmadd_ps(x0, y2, a02);
-          a03 = _mm256_fmadd_ps(x0, y3, a03);
-          a10 = _mm256_fmadd_ps(x1, y0, a10);
-          a11 = _mm256_fmadd_ps(x1, y1, a11);
-          a12 = _mm256_fmadd_ps(x1, y2, a12);
-          a13 = _mm256_fmadd_ps(x1, y3, a13);
-        }
-        // Both rows' four sums at once: hsum8 reduces with hsum's pairing (lanes 0-3 row 0,
-        // 4-7 row 1); one at a time, the eight horizontal sums cost as much as the FMAs at hd 64.
-        const __m256 a[8] = {a00, a01, a02, a03, a10, a11, a12, a13};
-        const __m256 h = hsum8(a);
-        _mm_storeu_ps(S + static_cast<size_t>(r) * s_stride + j, _mm256_castps256_ps128(h));
-        _mm_storeu_ps(S + static_cast<size_t>(r + 1) * s_stride + j, _mm256_extractf128_ps(h, 1));
-      }
-      for (; j < nk; ++j) {
-        S[static_cast<size_t>(r) * s_stride + j] = dot8(q0, K + static_cast<size_t>(j) * hd, hd);
-        S[static_cast<size_t>(r + 1) * s_stride + j] = dot8(q1, K + static_cast<size_t>(j) * hd, hd);
-      }
-    }
-    for (; r < nr; ++r)
-      for (int j = 0; j < nk; ++j)
+    int r = 0;
+    for (; r + 3 <= nr; r += 3)
+      qk_rows_4keys<3>(qrows + r, K, nk4, hd, S + static_cast<size_t>(r) * s_stride, s_stride);
+    if (nr - r == 2) qk_rows_4keys<2>(qrows + r, K, nk4, hd, S + static_cast<size_t>(r) * s_stride, s_stride);
+    if (nr - r == 1) qk_rows_4keys<1>(qrows + r, K, nk4, hd, S + static_cast<size_t>(r) * s_stride, s_stride);
+    for (r = 0; r < nr; ++r)
+      for (int j = nk4; j < nk; ++j)
         S[static_cast<size_t>(r) * s_stride + j] = dot8(qrows[r], K + static_cast<size_t>(j) * hd, hd);
     return;
   }
