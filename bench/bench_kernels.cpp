@@ -364,8 +364,9 @@ class OldDecode {
 struct AttnShape {
   const char* model;
   int n_head, n_head_kv, head_dim;
+  int window = 0;  ///< sliding window in tokens (0: none)
   snapkv::AttentionParams params() const {
-    return {n_head, n_head_kv, head_dim, 1.0f / std::sqrt(static_cast<float>(head_dim)), 0};
+    return {n_head, n_head_kv, head_dim, 1.0f / std::sqrt(static_cast<float>(head_dim)), window};
   }
 };
 
@@ -607,7 +608,7 @@ void run_prefill_attn(benchmark::State& st, AttnShape s, int64_t keys, int threa
     benchmark::ClobberMemory();
   }
   double visible = 0;
-  for (int32_t t : qpos) visible += static_cast<double>(t) + 1;
+  for (int32_t t : qpos) visible += static_cast<double>(p.window > 0 ? std::min(t + 1, p.window) : t + 1);
   const double flops = 4.0 * s.head_dim * s.n_head * visible;
   st.counters["GFLOP/s"] =
       benchmark::Counter(static_cast<double>(st.iterations()) * flops / 1e9, benchmark::Counter::kIsRate);
@@ -768,6 +769,9 @@ void register_all() {
         ->Unit(benchmark::kMillisecond)
         ->ComputeStatistics("min", min_of);
   };
+  // Gemma 3's sliding-window layers (window 512): 15 of its 18 layers.
+  const AttnShape gemma3_local{"gemma3_local", 4, 1, 256, 512};
+  for (const int th : {1, 2}) reg_prefill(gemma3_local, 16384, th, snapkv::PrefillAttention::Exact);
   for (const auto& s : attn_shapes)
     for (const int64_t keys : {4096, 16384, 32768})
       for (const int th : {1, 2}) {

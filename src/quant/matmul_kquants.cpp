@@ -8,7 +8,7 @@
 namespace snapkv::quant {
 namespace {
 
-#if defined(SNAPKV_VNNI)
+#if defined(SNAPKV_AVX2)
 inline constexpr int64_t kLaneMinTokens = 8;  ///< from this many tokens on: token-lane kernel
 #endif
 
@@ -35,7 +35,7 @@ void run(const WeightView& W, const float* X, int64_t n_tokens, float* Y, Thread
   const size_t stride = q8k_row_stride(W.cols);
   uint8_t* act = tc.scratch(kSlotAct, 0, act_bytes(W.cols, n_tokens));
   quantize(W, X, n_tokens, act, tc.n_threads());
-#if defined(SNAPKV_VNNI)
+#if defined(SNAPKV_AVX2)
   if (n_tokens >= kLaneMinTokens && token_lanes_enabled()) {
     run_lanes<L>(W, act, stride, n_tokens, Y, tc);
     return;
@@ -44,7 +44,7 @@ void run(const WeightView& W, const float* X, int64_t n_tokens, float* Y, Thread
   run_tiles<K>(tile_ctx(W, act, stride, Y, tc.n_threads()), W.rows, n_tokens);
 }
 
-#if defined(SNAPKV_VNNI)
+#if defined(SNAPKV_AVX2)
 using L4 = LaneQ45K<false>;
 using L5 = LaneQ45K<true>;
 using L6 = LaneQ6K;
