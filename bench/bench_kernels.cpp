@@ -700,6 +700,12 @@ void register_all() {
     for (const auto& s : per_type) reg(s, 64, th);
     reg(gemma[6], 4, th);  // four decode rows (batched decode), beside DecodeRowLane/.../n:4
     reg(synth[0], 4, th);
+    // The fewest tokens the token-lane kernels take (8; a batched decode of 8-16 sequences), on
+    // Gemma 3's K-quant matrices: compare with SNAPKV_TOKEN_LANES=0 (the decode tiles).
+    for (const int64_t n : {8, 16}) {
+      reg(gemma[3], n, th);
+      reg(gemma[5], n, th);
+    }
   }
 
   // Decode attention: SmolLM2 (9 query heads, 3 KV heads, head_dim 64) and Gemma 3 270M (4 / 1 /

@@ -288,7 +288,7 @@ struct LaneQ45K : LaneQ45KCommon<kFive> {
   using LaneQ45KCommon<kFive>::kEntryBytes;
   static constexpr int kMaxU = kFive ? 31 : 15;
   static constexpr int kGroupSum = 8 * 2 * kMaxU * 127 <= 32767 ? 8 : 4;
-  static_assert(kGroupSum * 2 * kMaxU * 127 <= 32767);
+  static_assert(kGroupSum * 2 * kMaxU * 127 <= 32767 && 8 % kGroupSum == 0);
   /// Weight rows per pass of the tile (Zen 3: 2 rows 0.85-0.95x of 1 on gemma.attn_output and
   /// the 2048 x 1024 FFN rows, Q4_K and Q5_K).
   static constexpr int kRows = 1;
@@ -303,7 +303,7 @@ struct LaneQ45K : LaneQ45KCommon<kFive> {
         const uint8_t* e[R];
         for (int r = 0; r < R; ++r) e[r] = entries + (static_cast<size_t>(b) * kLaneRows + r0 + r) * kEntryBytes;
         __m256i isum[R][2], s16[R][2];
-        for (int r = 0; r < R; ++r) isum[r][0] = isum[r][1] = _mm256_setzero_si256();
+        for (int r = 0; r < R; ++r) isum[r][0] = isum[r][1] = s16[r][0] = s16[r][1] = _mm256_setzero_si256();
         for (int j = 0; j < 8; ++j) {  // sub-blocks of 32
 #pragma GCC unroll 8
           for (int g = 0; g < 8; ++g) {
@@ -347,7 +347,7 @@ struct LaneQ45K : LaneQ45KCommon<kFive> {
 
 struct LaneQ6K : LaneQ6KCommon {
   static constexpr int kGroupSum = 2;  // quants 0..63
-  static_assert(kGroupSum * 2 * 63 * 127 <= 32767);
+  static_assert(kGroupSum * 2 * 63 * 127 <= 32767 && 8 % kGroupSum == 0);
   /// Weight rows per pass of the tile, sharing the activation loads (Zen 3, gemma.ffn_down:
   /// 2 rows 1.15x over 1, 4 rows 0.94x).
   static constexpr int kRows = 2;
@@ -362,7 +362,7 @@ struct LaneQ6K : LaneQ6KCommon {
         const uint8_t* e[R];
         for (int r = 0; r < R; ++r) e[r] = entries + (static_cast<size_t>(b) * kLaneRows + r0 + r) * kEntryBytes;
         __m256i isum[R][2], s16[R][2];
-        for (int r = 0; r < R; ++r) isum[r][0] = isum[r][1] = _mm256_setzero_si256();
+        for (int r = 0; r < R; ++r) isum[r][0] = isum[r][1] = s16[r][0] = s16[r][1] = _mm256_setzero_si256();
         for (int c = 0; c < 8; ++c) {  // chunks of 32 = scale groups 2c (g < 4) and 2c + 1
 #pragma GCC unroll 8
           for (int g = 0; g < 8; ++g) {

@@ -42,15 +42,13 @@ void dequantize_row(GGMLType type, const void* src, float* dst, int64_t n);
 /// Determinism: each Y[t][r] is computed by one thread with an operation sequence that does
 /// not depend on the thread count or on the token's position in X, so results are bitwise
 /// identical across thread counts. Two kernel families serve a call: the decode family
-/// (n_tokens < 8, and every call of a scalar build or of K-quant W without AVX-512 VNNI) and the
-/// token-lane prefill family for quantized W and n_tokens >= 8 (the 32-element types with AVX2
-/// or AVX-512 VNNI, with the same bits on both; the K-quants with AVX-512 VNNI); within a family
-/// a token's result is
+/// (n_tokens < 8, and every call of a scalar build) and the token-lane prefill family for
+/// quantized W and n_tokens >= 8 (the 32-element types and the K-quants, with AVX2 or AVX-512
+/// VNNI, with the same bits on both); within a family a token's result is
 /// bitwise the same in any batch, across families it differs by f32 rounding only (both
 /// satisfy the bound above). Builds (AVX-512 / AVX2 / scalar) differ in rounding too.
 /// Cost: decode streams W once (memory-bound); prefill unpacks each tile of 8 weight rows once
-/// and multiplies it with 16 tokens (one 16-lane register with VNNI, two 8-lane ones with AVX2;
-/// 4 x 4 register tiles for the K-quants without VNNI).
+/// and multiplies it with 16 tokens (one 16-lane register with VNNI, two 8-lane ones with AVX2).
 /// Y must not alias X or W. Concurrent calls from different threads are fine when each has its
 /// own ThreadContext (its scratch is not shared); called inside an OpenMP parallel region it
 /// runs on the calling thread alone (no nested parallelism), with the same results.
