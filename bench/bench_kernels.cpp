@@ -700,11 +700,15 @@ void register_all() {
     for (const auto& s : per_type) reg(s, 64, th);
     reg(gemma[6], 4, th);  // four decode rows (batched decode), beside DecodeRowLane/.../n:4
     reg(synth[0], 4, th);
-    // The fewest tokens the token-lane kernels take (8; a batched decode of 8-16 sequences), on
-    // Gemma 3's K-quant matrices: compare with SNAPKV_TOKEN_LANES=0 (the decode tiles).
-    for (const int64_t n : {8, 16}) {
+    // Few tokens (a batched decode of 8-16 sequences) on Gemma 3's Q5_0 / K-quant matrices, a
+    // Q8_0 and a Q4_1 one: token lanes against the decode tiles (SNAPKV_TOKEN_LANES=0), where they
+    // cross (quant::lane_min_tokens).
+    for (const int64_t n : {8, 12, 16}) {
+      reg(gemma[0], n, th);
       reg(gemma[3], n, th);
       reg(gemma[5], n, th);
+      reg(synth[0], n, th);
+      reg(smol[0], n, th);
     }
   }
 

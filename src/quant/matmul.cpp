@@ -9,6 +9,7 @@
 #include "quant/act_quant.h"
 #include "quant/matmul_impl.h"
 #include "quant/quant.h"
+#include "quant/simd.h"
 #include "snapkv/error.h"
 
 namespace snapkv {
@@ -21,6 +22,24 @@ bool token_lanes_enabled() {
     return v == nullptr || std::string_view(v) != "0";
   }();
   return on;
+}
+
+int64_t lane_min_tokens(GGMLType t) {
+#if defined(SNAPKV_AVX2) && !defined(SNAPKV_VNNI)
+  switch (t) {
+    case GGMLType::Q4_K:
+    case GGMLType::Q5_K:
+    case GGMLType::Q6_K:
+      return 12;
+    case GGMLType::Q8_0:
+      return 16;
+    default:
+      return 8;
+  }
+#else
+  (void)t;
+  return 8;
+#endif
 }
 
 }  // namespace quant
@@ -149,7 +168,8 @@ void matmul_group(std::span<const MatmulProduct> products, const float* X, int64
     check(p.W, X, n_tokens, p.Y);
   }
   // From 8 tokens on, separate calls: there the quantized types take the token-lane kernels
-  // (AVX2 / AVX-512 VNNI), whose regions are their own (the other cases are not grouped either).
+  // (AVX2 / AVX-512 VNNI; from quant::lane_min_tokens on), whose regions are their own (the other
+  // cases are not grouped either).
   if (n_tokens >= 8 || products.size() == 1) {
     for (const MatmulProduct& p : products) matmul(p.W, X, n_tokens, p.Y, tc);
     return;

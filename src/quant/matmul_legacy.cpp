@@ -8,10 +8,6 @@
 namespace snapkv::quant {
 namespace {
 
-#if defined(SNAPKV_AVX2)
-inline constexpr int64_t kLaneMinTokens = 8;  ///< from this many tokens on: token-lane kernel
-#endif
-
 size_t act_bytes(int64_t cols, int64_t n_tokens) { return q8_row_stride(cols) * static_cast<size_t>(n_tokens); }
 
 /// X as Q8 rows for KLegacy<U> (threaded for >= 8 tokens).
@@ -37,7 +33,7 @@ void run(const WeightView& W, const float* X, int64_t n_tokens, float* Y, Thread
   uint8_t* act = tc.scratch(kSlotAct, 0, act_bytes(W.cols, n_tokens));
   quantize<U>(W, X, n_tokens, act, tc.n_threads());
 #if defined(SNAPKV_AVX2)
-  if (n_tokens >= kLaneMinTokens && token_lanes_enabled()) {
+  if (n_tokens >= lane_min_tokens(W.type) && token_lanes_enabled()) {
     run_lanes<LaneLegacy<U>>(W, act, stride, n_tokens, Y, tc);
     return;
   }

@@ -44,7 +44,8 @@ void dequantize_row(GGMLType type, const void* src, float* dst, int64_t n);
 /// identical across thread counts. Two kernel families serve a call: the decode family
 /// (n_tokens < 8, and every call of a scalar build) and the token-lane prefill family for
 /// quantized W and n_tokens >= 8 (the 32-element types and the K-quants, with AVX2 or AVX-512
-/// VNNI, with the same bits on both); within a family a token's result is
+/// VNNI, with the same bits on both; on AVX2 the K-quants from 12 tokens, Q8_0 from 16:
+/// quant::lane_min_tokens); within a family a token's result is
 /// bitwise the same in any batch, across families it differs by f32 rounding only (both
 /// satisfy the bound above). Builds (AVX-512 / AVX2 / scalar) differ in rounding too.
 /// Cost: decode streams W once (memory-bound); prefill unpacks each tile of 8 weight rows once

@@ -6,8 +6,8 @@
 // in every tile shape, so a value does not depend on R, T, the token chunking or the thread
 // that computes it: results are bitwise identical across thread counts, and a decode call
 // (n_tokens == 1) gives exactly the row of a batched call served by these kernels (quantized
-// prefill of >= 8 tokens goes to the token-lane kernels instead, lane_driver.h: the 32-element
-// types and the K-quants with AVX2 or AVX-512 VNNI).
+// prefill of >= 8 tokens (on AVX2 12 for the K-quants, 16 for Q8_0) goes to the token-lane
+// kernels instead, lane_driver.h: the 32-element types and the K-quants with AVX2 or AVX-512 VNNI).
 //
 // Blocking: tokens are processed in chunks whose quantized activations fit in L2; inside a
 // chunk, OpenMP threads take contiguous ranges of 32-row blocks and walk their rows R at a time,

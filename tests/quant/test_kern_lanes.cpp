@@ -98,7 +98,8 @@ TEST(TokenLanes, EqualTheLaneArithmeticBitForBit) {
   for (const GGMLType t : kLegacyTypes) {
     for (const int64_t rows : {13, 40}) {
       for (const int64_t cols : {64, 96, 640}) {
-        for (const int64_t n : {8, 17, 33}) {  // >= 8 tokens: the token-lane kernel; partial tiles
+        const int64_t n_min = quant::lane_min_tokens(t);             // the fewest tokens the token-lane kernel takes
+        for (const int64_t n : {n_min, int64_t{17}, int64_t{33}}) {  // partial token tiles
           const std::string what = std::string(ggml_type_name(static_cast<uint32_t>(t))) + " rows " +
                                    std::to_string(rows) + " cols " + std::to_string(cols) + " n " + std::to_string(n);
           const auto seed = static_cast<uint32_t>(rows * 1000 + cols + n);
@@ -251,7 +252,8 @@ TEST(TokenLanes, KQuantsEqualTheLaneArithmeticBitForBit) {
   for (const GGMLType t : kKTypes) {
     for (const int64_t rows : {13, 40}) {  // 13: a partial tile of 8 rows
       for (const int64_t cols : {256, 768, 2048}) {
-        for (const int64_t n : {8, 17, 33}) {  // >= 8 tokens: the token-lane kernel; partial token tiles
+        const int64_t n_min = quant::lane_min_tokens(t);             // the fewest tokens the token-lane kernel takes
+        for (const int64_t n : {n_min, int64_t{17}, int64_t{33}}) {  // partial token tiles
           const std::string what = std::string(ggml_type_name(static_cast<uint32_t>(t))) + " rows " +
                                    std::to_string(rows) + " cols " + std::to_string(cols) + " n " + std::to_string(n);
           const auto seed = static_cast<uint32_t>(rows * 1000 + cols + n);

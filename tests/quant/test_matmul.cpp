@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "quant/matmul_impl.h"
 #include "quant/quant.h"
 #include "quant_test_util.h"
 #include "snapkv/error.h"
@@ -169,6 +170,27 @@ TEST_P(MatmulTest, DecodeAndBatchesAgree) {
       // Both kernel families are within ref.tol_b of the simulated ggml value.
       ASSERT_NEAR(y1[r], y17[tok * rows + r], 2 * ref.tol_b) << "decode vs 17-token batch, t=" << tok << " r=" << r;
     }
+  }
+}
+
+// One token fewer than the token-lane kernels take (quant::lane_min_tokens: 7, or on AVX2 11 for
+// the K-quants and 15 for Q8_0) still runs the decode-family kernels: every token's row is bitwise
+// the one-token call's.
+TEST_P(MatmulTest, BelowTheLaneThresholdEqualsDecode) {
+  const GGMLType t = GetParam();
+  const int64_t cols = test_cols(t);
+  const int64_t rows = 21;
+  const auto data = qtest::random_rows(t, rows, cols, 91u);
+  const WeightView W{t, rows, cols, data.data()};
+  const int64_t n = quant::lane_min_tokens(t) - 1;
+  const auto X = random_x(n * cols, 8u);
+  std::vector<float> y(static_cast<size_t>(n * rows)), y1(static_cast<size_t>(rows));
+  matmul(W, X.data(), n, y.data(), test::threads());
+  for (int64_t tok = 0; tok < n; ++tok) {
+    matmul(W, X.data() + tok * cols, 1, y1.data(), test::threads());
+    for (int64_t r = 0; r < rows; ++r)
+      ASSERT_EQ(0, std::memcmp(&y1[static_cast<size_t>(r)], &y[static_cast<size_t>(tok * rows + r)], sizeof(float)))
+          << n << "-token call vs decode, t=" << tok << " r=" << r;
   }
 }
 
