@@ -17,8 +17,9 @@ namespace snapkv {
 namespace {
 
 /// a[i] = silu(a[i]) * b[i] for i in [begin, end), exp by the prefill softmax's vector exp
-/// (attn::exp16: ~2 ulp; 0 below -87.3, FLT_MAX above 88.7). Every element gets the same
-/// arithmetic (AVX-512: the tail through masked lanes), so a value does not depend on its index or n.
+/// (attn::exp16 / exp8, the same bits: ~2 ulp; 0 below -87.3, FLT_MAX above 88.7; scalar builds
+/// std::exp). Every element gets the same arithmetic (the tail through masked lanes), so a value
+/// does not depend on its index or n.
 void swiglu_range(float* a, const float* b, int64_t begin, int64_t end) {
 #if SNAPKV_ATTN_AVX512
   for (int64_t i = begin; i < end; i += 16) {
@@ -27,6 +28,17 @@ void swiglu_range(float* a, const float* b, int64_t begin, int64_t end) {
     const __m512 e = attn::exp16(_mm512_sub_ps(_mm512_setzero_ps(), x));
     const __m512 silu = _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
     _mm512_mask_storeu_ps(a + i, m, _mm512_mul_ps(silu, _mm512_maskz_loadu_ps(m, b + i)));
+  }
+#elif SNAPKV_ATTN_AVX2
+  // exp8 is exp16 lane for lane, so these are the AVX-512 path's bits (the tail through masked
+  // loads and stores: zero lanes in, nothing written out).
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  for (int64_t i = begin; i < end; i += 8) {
+    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(std::min<int64_t>(8, end - i))), lane);
+    const __m256 x = _mm256_maskload_ps(a + i, m);
+    const __m256 e = attn::exp8(_mm256_sub_ps(_mm256_setzero_ps(), x));
+    const __m256 silu = _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+    _mm256_maskstore_ps(a + i, m, _mm256_mul_ps(silu, _mm256_maskload_ps(b + i, m)));
   }
 #else
   for (int64_t i = begin; i < end; ++i) {

@@ -157,7 +157,7 @@ TEST(Activations, SwiGLUMatchesFormula) {
   }
 }
 
-// The vector exp (AVX-512) over the whole float range: within ~3 ulp of the exact SwiGLU, the
+// The vector exp (AVX-512 / AVX2) over the whole float range: within ~3 ulp of the exact SwiGLU, the
 // saturated ends exact, NaN kept, and a value independent of its position and of n.
 TEST(Activations, SwiGLUAccurateOverTheRangeAndPositionIndependent) {
   std::vector<float> x;
