@@ -283,6 +283,67 @@ SNAPKV_INLINE __m256 bcastf(const uint8_t* p) {
   return _mm256_set1_ps(f);
 }
 
+/// The AVX2 tile of both K-quant policies P: per pass of P::kRows weight rows and per
+/// super-block, the int32 sums isum[r][h] = sum over the 64 groups G of 4 elements of
+/// sc(G) * (u . x), where the int16 sums of P::kGroupSum consecutive groups are multiplied by their
+/// scale (the int32 at kEntSc + 4 * (G / P::kGroupsPerScale) of the entry) with vpmaddwd; then
+/// acc = P::finish(entry, x block, half, x scales, isum, acc) adds the super-block (the policy's
+/// corrections and float operations).
+template <class P>
+SNAPKV_INLINE void k_tile_avx2(const uint8_t* entries, const uint8_t* xt, int64_t nb, float (&out)[kLaneRows][kLanes]) {
+  constexpr int R = P::kRows, kGroupSum = P::kGroupSum, kGroupsPerScale = P::kGroupsPerScale;
+  static_assert(kLaneRows % R == 0 && kGroupsPerScale % kGroupSum == 0);
+  for (int r0 = 0; r0 < kLaneRows; r0 += R) {
+    __m256 acc[R][2];
+    for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* xs = xt + static_cast<size_t>(b) * kLaneKBlock;
+      const uint8_t* e[R];
+      for (int r = 0; r < R; ++r) e[r] = entries + (static_cast<size_t>(b) * kLaneRows + r0 + r) * P::kEntryBytes;
+      __m256i isum[R][2], s16[R][2];
+      for (int r = 0; r < R; ++r) isum[r][0] = isum[r][1] = s16[r][0] = s16[r][1] = _mm256_setzero_si256();
+      for (int j = 0; j < 8; ++j) {  // 32 elements (8 groups) at a time
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; ++g) {
+          const int G = 8 * j + g;
+          const uint8_t* xg = xs + kLaneKXq + 64 * G;
+          const __m256i x[2] = {_mm256_load_si256(reinterpret_cast<const __m256i*>(xg)),
+                                _mm256_load_si256(reinterpret_cast<const __m256i*>(xg + 32))};
+          for (int r = 0; r < R; ++r) {
+            const __m256i w = bcast32(e[r] + 4 * G);
+            for (int h = 0; h < 2; ++h) {
+              const __m256i p = _mm256_maddubs_epi16(w, x[h]);
+              s16[r][h] = g % kGroupSum == 0 ? p : _mm256_add_epi16(s16[r][h], p);
+              if (g % kGroupSum == kGroupSum - 1)
+                isum[r][h] = _mm256_add_epi32(
+                    isum[r][h], _mm256_madd_epi16(s16[r][h], bcast_i16(e[r] + kEntSc + 4 * (G / kGroupsPerScale))));
+            }
+          }
+        }
+      }
+      for (int h = 0; h < 2; ++h) {
+        const __m256 xd = _mm256_load_ps(reinterpret_cast<const float*>(xs + kLaneKD + 32 * h));
+        for (int r = 0; r < R; ++r) acc[r][h] = P::finish(e[r], xs, h, xd, isum[r][h], acc[r][h]);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      _mm256_storeu_ps(out[r0 + r], acc[r][0]);
+      _mm256_storeu_ps(out[r0 + r] + 8, acc[r][1]);
+    }
+  }
+}
+
+/// sum_i int16 pairs of the x block at xs + off (half h) times the entry's int16 pairs at
+/// e + kEntPairs, over n pairs (vpmaddwd; VNNI: vpdpwssd).
+SNAPKV_INLINE __m256i pair_sums(const uint8_t* e, const uint8_t* xs, size_t off, int h, int n) {
+  __m256i s = _mm256_setzero_si256();
+  for (int i = 0; i < n; ++i)
+    s = _mm256_add_epi32(
+        s, _mm256_madd_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(xs + off + 64 * i + 32 * h)),
+                             bcast32(e + kEntPairs + 4 * i)));
+  return s;
+}
+
 template <bool kFive>
 struct LaneQ45K : LaneQ45KCommon<kFive> {
   using LaneQ45KCommon<kFive>::kEntryBytes;
@@ -292,56 +353,16 @@ struct LaneQ45K : LaneQ45KCommon<kFive> {
   /// Weight rows per pass of the tile (Zen 3: 2 rows 0.85-0.95x of 1 on gemma.attn_output and
   /// the 2048 x 1024 FFN rows, Q4_K and Q5_K).
   static constexpr int kRows = 1;
+  static constexpr int kGroupsPerScale = 8;  ///< one scale and one minimum per 32 elements
 
+  /// acc + isum * (d dx) - (sum_j m[j] bsum32[j]) * (dmin dx), as the VNNI policy.
+  static SNAPKV_INLINE __m256 finish(const uint8_t* e, const uint8_t* xs, int h, __m256 xd, __m256i isum, __m256 acc) {
+    const __m256i ms = pair_sums(e, xs, kLaneKBs32, h, 4);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(bcastf(e + kEntD), xd), acc);
+    return _mm256_fnmadd_ps(_mm256_cvtepi32_ps(ms), _mm256_mul_ps(bcastf(e + kEntDmin), xd), acc);
+  }
   static void tile(const uint8_t* entries, const uint8_t* xt, int64_t nb, float (&out)[kLaneRows][kLanes]) {
-    constexpr int R = kRows;
-    for (int r0 = 0; r0 < kLaneRows; r0 += R) {
-      __m256 acc[R][2];
-      for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-      for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* xs = xt + static_cast<size_t>(b) * kLaneKBlock;
-        const uint8_t* e[R];
-        for (int r = 0; r < R; ++r) e[r] = entries + (static_cast<size_t>(b) * kLaneRows + r0 + r) * kEntryBytes;
-        __m256i isum[R][2], s16[R][2];
-        for (int r = 0; r < R; ++r) isum[r][0] = isum[r][1] = s16[r][0] = s16[r][1] = _mm256_setzero_si256();
-        for (int j = 0; j < 8; ++j) {  // sub-blocks of 32
-#pragma GCC unroll 8
-          for (int g = 0; g < 8; ++g) {
-            const uint8_t* xg = xs + kLaneKXq + 64 * (8 * j + g);
-            const __m256i x[2] = {_mm256_load_si256(reinterpret_cast<const __m256i*>(xg)),
-                                  _mm256_load_si256(reinterpret_cast<const __m256i*>(xg + 32))};
-            for (int r = 0; r < R; ++r) {
-              const __m256i w = bcast32(e[r] + 32 * j + 4 * g);
-              for (int h = 0; h < 2; ++h) {
-                const __m256i p = _mm256_maddubs_epi16(w, x[h]);
-                s16[r][h] = g % kGroupSum == 0 ? p : _mm256_add_epi16(s16[r][h], p);
-                if (g % kGroupSum == kGroupSum - 1)
-                  isum[r][h] =
-                      _mm256_add_epi32(isum[r][h], _mm256_madd_epi16(s16[r][h], bcast_i16(e[r] + kEntSc + 4 * j)));
-              }
-            }
-          }
-        }
-        for (int h = 0; h < 2; ++h) {
-          const __m256 xd = _mm256_load_ps(reinterpret_cast<const float*>(xs + kLaneKD + 32 * h));
-          for (int r = 0; r < R; ++r) {
-            __m256i ms = _mm256_setzero_si256();
-            for (int i = 0; i < 4; ++i)
-              ms = _mm256_add_epi32(
-                  ms, _mm256_madd_epi16(
-                          _mm256_load_si256(reinterpret_cast<const __m256i*>(xs + kLaneKBs32 + 64 * i + 32 * h)),
-                          bcast32(e[r] + kEntPairs + 4 * i)));
-            acc[r][h] =
-                _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r][h]), _mm256_mul_ps(bcastf(e[r] + kEntD), xd), acc[r][h]);
-            acc[r][h] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(ms), _mm256_mul_ps(bcastf(e[r] + kEntDmin), xd), acc[r][h]);
-          }
-        }
-      }
-      for (int r = 0; r < R; ++r) {
-        _mm256_storeu_ps(out[r0 + r], acc[r][0]);
-        _mm256_storeu_ps(out[r0 + r] + 8, acc[r][1]);
-      }
-    }
+    k_tile_avx2<LaneQ45K>(entries, xt, nb, out);
   }
 };
 
@@ -351,55 +372,15 @@ struct LaneQ6K : LaneQ6KCommon {
   /// Weight rows per pass of the tile, sharing the activation loads (Zen 3, gemma.ffn_down:
   /// 2 rows 1.15x over 1, 4 rows 0.94x).
   static constexpr int kRows = 2;
+  static constexpr int kGroupsPerScale = 4;  ///< one int8 scale per 16 elements
 
+  /// acc + (isum - 32 sum_g sc[g] bsum16[g]) * (d dx), as the VNNI policy.
+  static SNAPKV_INLINE __m256 finish(const uint8_t* e, const uint8_t* xs, int h, __m256 xd, __m256i isum, __m256 acc) {
+    const __m256i is = _mm256_sub_epi32(isum, _mm256_slli_epi32(pair_sums(e, xs, kLaneKBs16, h, 8), 5));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(bcastf(e + kEntD), xd), acc);
+  }
   static void tile(const uint8_t* entries, const uint8_t* xt, int64_t nb, float (&out)[kLaneRows][kLanes]) {
-    constexpr int R = kRows;
-    for (int r0 = 0; r0 < kLaneRows; r0 += R) {
-      __m256 acc[R][2];
-      for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-      for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* xs = xt + static_cast<size_t>(b) * kLaneKBlock;
-        const uint8_t* e[R];
-        for (int r = 0; r < R; ++r) e[r] = entries + (static_cast<size_t>(b) * kLaneRows + r0 + r) * kEntryBytes;
-        __m256i isum[R][2], s16[R][2];
-        for (int r = 0; r < R; ++r) isum[r][0] = isum[r][1] = s16[r][0] = s16[r][1] = _mm256_setzero_si256();
-        for (int c = 0; c < 8; ++c) {  // chunks of 32 = scale groups 2c (g < 4) and 2c + 1
-#pragma GCC unroll 8
-          for (int g = 0; g < 8; ++g) {
-            const uint8_t* xg = xs + kLaneKXq + 64 * (8 * c + g);
-            const __m256i x[2] = {_mm256_load_si256(reinterpret_cast<const __m256i*>(xg)),
-                                  _mm256_load_si256(reinterpret_cast<const __m256i*>(xg + 32))};
-            for (int r = 0; r < R; ++r) {
-              const __m256i w = bcast32(e[r] + 32 * c + 4 * g);
-              for (int h = 0; h < 2; ++h) {
-                const __m256i p = _mm256_maddubs_epi16(w, x[h]);
-                s16[r][h] = g % kGroupSum == 0 ? p : _mm256_add_epi16(s16[r][h], p);
-                if (g % kGroupSum == kGroupSum - 1)
-                  isum[r][h] = _mm256_add_epi32(
-                      isum[r][h], _mm256_madd_epi16(s16[r][h], bcast_i16(e[r] + kEntSc + 8 * c + (g < 4 ? 0 : 4))));
-              }
-            }
-          }
-        }
-        for (int h = 0; h < 2; ++h) {
-          const __m256 xd = _mm256_load_ps(reinterpret_cast<const float*>(xs + kLaneKD + 32 * h));
-          for (int r = 0; r < R; ++r) {
-            __m256i corr = _mm256_setzero_si256();
-            for (int i = 0; i < 8; ++i)
-              corr = _mm256_add_epi32(
-                  corr, _mm256_madd_epi16(
-                            _mm256_load_si256(reinterpret_cast<const __m256i*>(xs + kLaneKBs16 + 64 * i + 32 * h)),
-                            bcast32(e[r] + kEntPairs + 4 * i)));
-            const __m256i is = _mm256_sub_epi32(isum[r][h], _mm256_slli_epi32(corr, 5));
-            acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(bcastf(e[r] + kEntD), xd), acc[r][h]);
-          }
-        }
-      }
-      for (int r = 0; r < R; ++r) {
-        _mm256_storeu_ps(out[r0 + r], acc[r][0]);
-        _mm256_storeu_ps(out[r0 + r] + 8, acc[r][1]);
-      }
-    }
+    k_tile_avx2<LaneQ6K>(entries, xt, nb, out);
   }
 };
 
