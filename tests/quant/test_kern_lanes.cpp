@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <random>
 #include <string>
 #include <vector>
@@ -88,18 +89,17 @@ void expect_lane_arithmetic(GGMLType t, const std::vector<uint8_t>& w, int64_t r
 }
 
 const GGMLType kLegacyTypes[] = {GGMLType::Q4_0, GGMLType::Q4_1, GGMLType::Q5_0, GGMLType::Q5_1, GGMLType::Q8_0};
-#endif
 
-TEST(TokenLanes, EqualTheLaneArithmeticBitForBit) {
-#if !defined(SNAPKV_AVX2)
-  GTEST_SKIP() << "the scalar build has no token-lane kernels";
-#else
-  if (!quant::token_lanes_enabled()) GTEST_SKIP() << "SNAPKV_TOKEN_LANES=0";
-  for (const GGMLType t : kLegacyTypes) {
+/// Calls check(t, w, rows, cols, x, n, what) for every type of `types`, 13 and 40 rows (13: a
+/// partial tile of 8 rows), every column count of `cols_list` and the fewest tokens the token-lane
+/// kernel takes, 17 and 33 (partial token tiles): random weights, normal activations with one
+/// outlier (as real activations have).
+template <class Types, class Check>
+void for_each_lane_case(const Types& types, std::initializer_list<int64_t> cols_list, Check check) {
+  for (const GGMLType t : types) {
     for (const int64_t rows : {13, 40}) {
-      for (const int64_t cols : {64, 96, 640}) {
-        const int64_t n_min = quant::lane_min_tokens(t);             // the fewest tokens the token-lane kernel takes
-        for (const int64_t n : {n_min, int64_t{17}, int64_t{33}}) {  // partial token tiles
+      for (const int64_t cols : cols_list) {
+        for (const int64_t n : {quant::lane_min_tokens(t), int64_t{17}, int64_t{33}}) {
           const std::string what = std::string(ggml_type_name(static_cast<uint32_t>(t))) + " rows " +
                                    std::to_string(rows) + " cols " + std::to_string(cols) + " n " + std::to_string(n);
           const auto seed = static_cast<uint32_t>(rows * 1000 + cols + n);
@@ -108,12 +108,21 @@ TEST(TokenLanes, EqualTheLaneArithmeticBitForBit) {
           std::normal_distribution<float> nd(0.0f, 1.0f);
           std::vector<float> x(static_cast<size_t>(n * cols));
           for (auto& e : x) e = nd(rng);
-          x[3] = -30.0f;  // an outlier, as real activations have
-          expect_lane_arithmetic(t, w, rows, cols, x, n, what);
+          x[3] = -30.0f;
+          check(t, w, rows, cols, x, n, what);
         }
       }
     }
   }
+}
+#endif
+
+TEST(TokenLanes, EqualTheLaneArithmeticBitForBit) {
+#if !defined(SNAPKV_AVX2)
+  GTEST_SKIP() << "the scalar build has no token-lane kernels";
+#else
+  if (!quant::token_lanes_enabled()) GTEST_SKIP() << "SNAPKV_TOKEN_LANES=0";
+  for_each_lane_case(kLegacyTypes, {64, 96, 640}, expect_lane_arithmetic);
 #endif
 }
 
@@ -249,25 +258,7 @@ TEST(TokenLanes, KQuantsEqualTheLaneArithmeticBitForBit) {
   GTEST_SKIP() << "the scalar build has no token-lane kernels";
 #else
   if (!quant::token_lanes_enabled()) GTEST_SKIP() << "SNAPKV_TOKEN_LANES=0";
-  for (const GGMLType t : kKTypes) {
-    for (const int64_t rows : {13, 40}) {  // 13: a partial tile of 8 rows
-      for (const int64_t cols : {256, 768, 2048}) {
-        const int64_t n_min = quant::lane_min_tokens(t);             // the fewest tokens the token-lane kernel takes
-        for (const int64_t n : {n_min, int64_t{17}, int64_t{33}}) {  // partial token tiles
-          const std::string what = std::string(ggml_type_name(static_cast<uint32_t>(t))) + " rows " +
-                                   std::to_string(rows) + " cols " + std::to_string(cols) + " n " + std::to_string(n);
-          const auto seed = static_cast<uint32_t>(rows * 1000 + cols + n);
-          const auto w = qtest::random_rows(t, rows, cols, seed);
-          std::mt19937 rng(seed);
-          std::normal_distribution<float> nd(0.0f, 1.0f);
-          std::vector<float> x(static_cast<size_t>(n * cols));
-          for (auto& e : x) e = nd(rng);
-          x[5] = 25.0f;  // an outlier
-          expect_k_lane_arithmetic(t, w, rows, cols, x, n, what);
-        }
-      }
-    }
-  }
+  for_each_lane_case(kKTypes, {256, 768, 2048}, expect_k_lane_arithmetic);
 #endif
 }
 
