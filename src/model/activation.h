@@ -6,8 +6,9 @@
 namespace snapkv {
 
 /// SwiGLU: a[i] = silu(a[i]) * b[i] with silu(x) = x / (1 + exp(-x)) (Shazeer 2020). With
-/// AVX-512 exp is the prefill softmax's vector exp (attn::exp16, ~2 ulp; ggml's CPU silu also uses
-/// a vector exp of its own); a value does not depend on n, n_threads or its index's lane.
+/// AVX-512 or AVX2 exp is the prefill softmax's vector exp (attn::exp16 / exp8, the same bits,
+/// ~2 ulp; ggml's CPU silu also uses a vector exp of its own); a value does not depend on n,
+/// n_threads or its index's lane.
 void swiglu_inplace(float* a, const float* b, int64_t n, int n_threads);
 
 /// GEGLU with the tanh GELU approximation: a[i] = gelu(a[i]) * b[i], where

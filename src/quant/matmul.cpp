@@ -167,9 +167,9 @@ void matmul_group(std::span<const MatmulProduct> products, const float* X, int64
     }
     check(p.W, X, n_tokens, p.Y);
   }
-  // From 8 tokens on, separate calls: there the quantized types take the token-lane kernels
-  // (AVX2 / AVX-512 VNNI; from quant::lane_min_tokens on), whose regions are their own (the other
-  // cases are not grouped either).
+  // From 8 tokens on, separate calls (the quantized types take the token-lane kernels from
+  // quant::lane_min_tokens on, in regions of their own; from 8 up to it, matmul's decode tiles give
+  // the same bits as a group would).
   if (n_tokens >= 8 || products.size() == 1) {
     for (const MatmulProduct& p : products) matmul(p.W, X, n_tokens, p.Y, tc);
     return;

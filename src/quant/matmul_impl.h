@@ -48,7 +48,7 @@ struct MatmulOps {
   size_t (*act_bytes)(int64_t cols, int64_t n_tokens);
   /// Converts X into act (act_bytes long, 64-byte aligned; serially, on the calling thread) and
   /// returns the decode-family job for Y = X W^T: the same per-(row, token) operations as
-  /// matmul's path for n_tokens < 8 (<= lane_min_tokens), so the same bits.
+  /// matmul's path for n_tokens < 8 (< lane_min_tokens(W.type)), so the same bits.
   TileJob (*prepare)(const WeightView& W, const float* X, int64_t n_tokens, float* Y, uint8_t* act, int n_threads);
 };
 

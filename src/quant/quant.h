@@ -42,10 +42,11 @@ void dequantize_row(GGMLType type, const void* src, float* dst, int64_t n);
 /// Determinism: each Y[t][r] is computed by one thread with an operation sequence that does
 /// not depend on the thread count or on the token's position in X, so results are bitwise
 /// identical across thread counts. Two kernel families serve a call: the decode family
-/// (n_tokens < 8, and every call of a scalar build) and the token-lane prefill family for
-/// quantized W and n_tokens >= 8 (the 32-element types and the K-quants, with AVX2 or AVX-512
-/// VNNI, with the same bits on both; on AVX2 the K-quants from 12 tokens, Q8_0 from 16:
-/// quant::lane_min_tokens); within a family a token's result is
+/// (n_tokens < quant::lane_min_tokens(W.type), and every call of a scalar build) and the
+/// token-lane prefill family for quantized W from that many tokens on (8; on AVX2 without VNNI 12
+/// for the K-quants and 16 for Q8_0; the 32-element types and the K-quants, with AVX2 or AVX-512
+/// VNNI, with the same bits on both from 16 tokens, where both hosts take the lanes); within a
+/// family a token's result is
 /// bitwise the same in any batch, across families it differs by f32 rounding only (both
 /// satisfy the bound above). Builds (AVX-512 / AVX2 / scalar) differ in rounding too.
 /// Cost: decode streams W once (memory-bound); prefill unpacks each tile of 8 weight rows once

@@ -6,7 +6,8 @@
 // (row, token) with the same operations whatever the batch (src/quant/tiling.h), attention runs per
 // sequence, and prefill attention does not depend on how a prompt is chunked (chunks >= 2 tokens),
 // so stories260K (F32 weights) must match bit for bit. With quantized weights (AVX2 or AVX-512), a
-// call of >= 8 rows uses the token-lane kernels instead of the decode kernels: logits then differ
+// call of >= 8 rows (quant::lane_min_tokens: on AVX2 12 for the K-quants, 16 for Q8_0) uses the
+// token-lane kernels instead of the decode kernels: logits then differ
 // by f32 rounding only (Gemma below: greedy tokens equal, logits within a measured tolerance).
 #include <gtest/gtest.h>
 
@@ -175,7 +176,8 @@ TEST(Batch, TwoPrefillsAndADecodeInOneStep) {
   EXPECT_TRUE(std::equal(r2.logits[0].begin(), r2.logits[0].end(), s2->prefill_logits().begin()));
 }
 
-// Quantized weights: 9 sequences (>= 8 rows: the token-lane kernels) decode as alone up to f32
+// Quantized weights: 9 sequences (9 rows: the token-lane kernels for Gemma's Q5_0 matrices, and on
+// AVX-512 VNNI for all of them; AVX2 keeps its K-quant and Q8_0 ones on the decode tiles) decode as alone up to f32
 // rounding of the matmuls, amplified by the 8-bit activation quantization.
 TEST(Batch, GemmaBatchedDecodeMatchesAlone) {
   auto e = rtest::gemma();
