@@ -27,11 +27,11 @@
 //                               the ceiling of --prefill-attn bf16
 //   AmxBf16Peak/threads:T       independent AMX-BF16 tile products (tdpbf16ps, 16 x 16 x 32 MACs
 //                               = 16384 FLOPs each), where the CPU and Linux allow AMX
-//   PrefillAttn/<model>[/bf16|/bf16_avx512]/keys:K/threads:T
+//   PrefillAttn/<model>[/bf16|/bf16_avx512|/int8]/keys:K/threads:T
 //                               snapkv::attention() of the last 512 queries of a K-token prompt
 //                               over its F16 cache (the last chunk of a K-token prefill), exact or
 //                               with PrefillAttention::BF16 (on AMX tiles where usable; bf16_avx512:
-//                               on AVX512-BF16 vectors, AMX turned off);
+//                               on AVX512-BF16 vectors, AMX turned off) or PrefillAttention::Int8;
 //                               GFLOP/s = 4 x head_dim x n_head x (visible keys summed over queries)
 // Shapes: Gemma 3 270M Q4_K_M (n_embd 640, n_ff 2048, q 1024 rows, k/v 256, vocab 262144 Q8_0)
 // with its tensor types, the synthetic SmolLM2-shaped Q8_0 model (576 / 1536 / 49152), and
@@ -767,8 +767,10 @@ void register_all() {
         ->ComputeStatistics("min", min_of);
   auto reg_prefill = [](const AttnShape& s, int64_t keys, int th, snapkv::PrefillAttention mode, bool no_amx = false) {
     const bool bf16 = mode == snapkv::PrefillAttention::BF16;
-    const std::string name = fmt::format("PrefillAttn/{}{}/keys:{}/threads:{}", s.model,
-                                         bf16 ? (no_amx ? "/bf16_avx512" : "/bf16") : "", keys, th);
+    const char* variant = bf16                                     ? (no_amx ? "/bf16_avx512" : "/bf16")
+                          : mode == snapkv::PrefillAttention::Int8 ? "/int8"
+                                                                   : "";
+    const std::string name = fmt::format("PrefillAttn/{}{}/keys:{}/threads:{}", s.model, variant, keys, th);
     benchmark::RegisterBenchmark(name.c_str(),
                                  [=](benchmark::State& st) {
                                    snapkv::attn::set_amx_disabled(no_amx);
@@ -789,6 +791,8 @@ void register_all() {
         if (snapkv::prefill_attention_supported(snapkv::PrefillAttention::BF16))
           reg_prefill(s, keys, th, snapkv::PrefillAttention::BF16);
         if (snapkv::attn::amx_usable()) reg_prefill(s, keys, th, snapkv::PrefillAttention::BF16, true);
+        if (snapkv::prefill_attention_supported(snapkv::PrefillAttention::Int8))
+          reg_prefill(s, keys, th, snapkv::PrefillAttention::Int8);
       }
 }
 

@@ -302,10 +302,11 @@ def wait_quiet(max_share: float, timeout_s: float, window_s: float = 3.0) -> flo
 
 
 def add_prefill_attn_arg(ap: argparse.ArgumentParser) -> None:
-    """--prefill-attn exact|bf16: snapkv's prefill attention arithmetic (`snapkv run --prefill-attn`).
+    """--prefill-attn exact|bf16|int8: snapkv's prefill attention arithmetic (`snapkv run --prefill-attn`).
     Not given: the flag is not passed (the binary's default, exact), so older binaries still run."""
-    ap.add_argument("--prefill-attn", choices=["exact", "bf16"], default=None,
-                    help="snapkv's prefill attention arithmetic (default: the binary's, exact; bf16 needs AVX512-BF16)")
+    ap.add_argument("--prefill-attn", choices=["exact", "bf16", "int8"], default=None,
+                    help="snapkv's prefill attention arithmetic (default: the binary's, exact; bf16 needs AVX512-BF16, "
+                         "int8 AVX2)")
 
 
 def prefill_attn_args(a: argparse.Namespace) -> list[str]:

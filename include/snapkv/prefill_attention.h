@@ -21,27 +21,41 @@ namespace snapkv {
 ///    instruction; TTFT 2.6x faster than on vectors for a 16K prompt of a SmolLM2-shaped model,
 ///    2 threads, Intel Xeon: docs/benchmarks.md, "AMX tiles for the BF16 prefill"); the
 ///    environment variable SNAPKV_AMX=0 turns that off.
+///  - Int8: Q K^T and P V in int8 (after SageAttention, Zhang et al. 2025, arXiv 2410.02367,
+///    which quantizes Q K^T to int8): each query row (pre-scaled), key row and value row quantized
+///    symmetrically to int8 with one f32 scale per row (its largest magnitude at 127); the
+///    softmax weights p_j x scale_v_j quantized to 7 bits per row and block of 64 keys; integer
+///    dot products exact in int32 (AVX2 vpmaddubsw / vpmaddwd) times the scales; online softmax in
+///    f32. For CPUs without AVX512-BF16: on Zen 3 the int8 products run at about twice the f32 FMA
+///    rate and prefill attention 1.8-2.0x faster than Exact. The logits move by the rounding
+///    (docs/quality.md, "INT8 prefill attention"). Needs a build with AVX2
+///    (prefill_attention_supported) and head_dim % 32 == 0 (at most 512); other shapes run Exact.
 ///    Decode (one query per sequence) is always Exact.
-enum class PrefillAttention { Exact, BF16 };
+enum class PrefillAttention { Exact, BF16, Int8 };
 
-/// "exact" or "bf16" (the names of `snapkv --prefill-attn`).
-inline const char* prefill_attention_name(PrefillAttention a) { return a == PrefillAttention::BF16 ? "bf16" : "exact"; }
+/// "exact", "bf16" or "int8" (the names of `snapkv --prefill-attn`).
+inline const char* prefill_attention_name(PrefillAttention a) {
+  return a == PrefillAttention::BF16 ? "bf16" : a == PrefillAttention::Int8 ? "int8" : "exact";
+}
 
 /// The PrefillAttention named `name`, or nullopt for any other string.
 inline std::optional<PrefillAttention> prefill_attention_from_name(std::string_view name) {
   if (name == "exact") return PrefillAttention::Exact;
   if (name == "bf16") return PrefillAttention::BF16;
+  if (name == "int8") return PrefillAttention::Int8;
   return std::nullopt;
 }
 
 /// The instructions that run PrefillAttention `a`'s products for a model with this head_dim in
-/// this process: "amx-bf16" (AMX tiles), "avx512-bf16" (vdpbf16ps vectors), "f32" (Exact, or BF16
-/// with head_dim % 32 != 0: f32 FMAs), or "unsupported" (BF16 where prefill_attention_supported()
-/// is false, or an unknown value). For reports and benchmarks.
+/// this process: "amx-bf16" (AMX tiles), "avx512-bf16" (vdpbf16ps vectors), "avx2-int8" (Int8),
+/// "f32" (Exact, or BF16 / Int8 with a head_dim they do not take: f32 FMAs), or "unsupported" (BF16
+/// or Int8 where prefill_attention_supported() is false, or an unknown value). For reports and
+/// benchmarks.
 const char* prefill_attention_isa(PrefillAttention a, int head_dim);
 
 /// Whether this build of the library runs PrefillAttention `a` on this CPU (BF16: compiled with
-/// AVX512-BF16 and the CPU has it; Exact: always; any other value: false).
+/// AVX512-BF16 and the CPU has it; Int8: compiled with AVX2; Exact: always; any other value:
+/// false).
 bool prefill_attention_supported(PrefillAttention a);
 
 }  // namespace snapkv

@@ -88,9 +88,13 @@ typedef enum snapkv_kv_type {
  *  snapkv/prefill_attention.h. Decode is always exact. */
 typedef enum snapkv_prefill_attention {
   SNAPKV_PREFILL_EXACT = 0, /**< f32; with an F16 cache ggml's arithmetic (llama.cpp's logits) (default) */
-  SNAPKV_PREFILL_BF16 = 1   /**< bfloat16 products, f32 sums: 1.4-2.8x faster prefill on AVX512-BF16
+  SNAPKV_PREFILL_BF16 = 1,  /**< bfloat16 products, f32 sums: 1.4-2.8x faster prefill on AVX512-BF16
                                  CPUs, KL ~0.005 nats vs exact (docs/quality.md); head_dim % 32 == 0,
                                  other models run exact */
+  SNAPKV_PREFILL_INT8 = 2   /**< int8 Q K^T and P V (one scale per query / key / value row, 7-bit
+                                 weights per block of 64 keys), f32 softmax: for AVX2 CPUs without
+                                 AVX512-BF16 (docs/quality.md, docs/benchmarks.md); head_dim % 32 == 0
+                                 and <= 512, other models run exact */
 } snapkv_prefill_attention;
 
 /** Why snapkv_generate ended. */
@@ -139,7 +143,8 @@ SNAPKV_API snapkv_status snapkv_engine_load_ex(const char* path, int32_t n_threa
                                                snapkv_prefill_attention prefill_attention,
                                                snapkv_engine** out) SNAPKV_NOEXCEPT;
 /** 1 if this library runs `prefill_attention` on this CPU (SNAPKV_PREFILL_BF16: built with and
- *  running on AVX512-BF16; SNAPKV_PREFILL_EXACT: always), else 0 (also for unknown values). */
+ *  running on AVX512-BF16; SNAPKV_PREFILL_INT8: built with AVX2; SNAPKV_PREFILL_EXACT: always),
+ *  else 0 (also for unknown values). */
 SNAPKV_API int32_t snapkv_prefill_attention_supported(snapkv_prefill_attention prefill_attention) SNAPKV_NOEXCEPT;
 /** Releases the engine handle (NULL is ignored). Sequences made by it stay usable; the model is
  *  unmapped when the last of them is freed. */

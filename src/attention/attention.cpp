@@ -11,6 +11,7 @@
 #include "attention/decode.h"
 #include "attention/prefill.h"
 #include "attention/prefill_bf16.h"
+#include "attention/prefill_int8.h"
 #include "attention/simd.h"
 #include "snapkv/error.h"
 
@@ -18,6 +19,8 @@ namespace snapkv {
 
 bool prefill_attention_supported(PrefillAttention a) {
   if (a == PrefillAttention::Exact) return true;
+  // Int8: compiled with AVX2 (a binary built with it runs only on CPUs that have it).
+  if (a == PrefillAttention::Int8) return attn::kHaveInt8Prefill;
   // BF16: compiled in, and the CPU running this has it (a binary built elsewhere may not).
   return a == PrefillAttention::BF16 && attn::kHaveBF16Prefill && attn::cpu_has_bf16();
 }
@@ -25,19 +28,22 @@ bool prefill_attention_supported(PrefillAttention a) {
 const char* prefill_attention_isa(PrefillAttention a, int head_dim) {
   if (a == PrefillAttention::Exact) return "f32";
   if (!prefill_attention_supported(a)) return "unsupported";
+  if (a == PrefillAttention::Int8)
+    return attn::int8_prefill_shape(AttentionParams{.n_head = 1, .n_head_kv = 1, .head_dim = head_dim}) ? "avx2-int8"
+                                                                                                        : "f32";
   if (head_dim % 32 != 0) return "f32";  // bf16_prefill_shape(): such shapes run the exact kernel
   return attn::amx_usable() ? "amx-bf16" : "avx512-bf16";
 }
 
 AttentionWorkspace::AttentionWorkspace(const AttentionParams& shape, int64_t max_queries, PrefillAttention prefill)
     : max_queries_(max_queries), prefill_(prefill) {
-  if (prefill != PrefillAttention::Exact && prefill != PrefillAttention::BF16)
+  if (prefill != PrefillAttention::Exact && prefill != PrefillAttention::BF16 && prefill != PrefillAttention::Int8)
     throw Error(fmt::format("attention: unknown prefill attention {}", static_cast<int>(prefill)));
   if (!prefill_attention_supported(prefill))
     throw Error(
-        fmt::format("attention: prefill attention '{}' needs a CPU and build with AVX512-BF16; this build or CPU "
+        fmt::format("attention: prefill attention '{}' needs a CPU and build with {}; this build or CPU "
                     "lacks it (use 'exact')",
-                    prefill_attention_name(prefill)));
+                    prefill_attention_name(prefill), prefill == PrefillAttention::Int8 ? "AVX2" : "AVX512-BF16"));
   if (shape.n_head < 1 || shape.n_head_kv < 1 || shape.head_dim < 1 || shape.n_head % shape.n_head_kv != 0)
     throw Error(fmt::format("attention: bad shape n_head {} n_head_kv {} head_dim {}", shape.n_head, shape.n_head_kv,
                             shape.head_dim));
@@ -52,7 +58,7 @@ AttentionWorkspace::~AttentionWorkspace() = default;
 
 size_t AttentionWorkspace::bytes() const {
   return decode_->bytes() + sizeof(float) * (q16_.size() + thread_.size() + bf16_thread_.size() + score_cache_.size()) +
-         sizeof(double) * thread_sums_.size() + sizeof(const float*) * thread_rows_.size();
+         sizeof(double) * thread_sums_.size() + sizeof(const float*) * thread_rows_.size() + int8_keys_.size();
 }
 
 void attention(const AttentionParams& p, const float* q, const int32_t* q_pos, int64_t n_q, const KVLayerCache& cache,
@@ -88,6 +94,20 @@ void attention(const AttentionParams& p, const float* q, const int32_t* q_pos, i
     float* base = ws.bf16_thread_.data();
     base += (16 - (reinterpret_cast<uintptr_t>(base) / sizeof(float)) % 16) % 16;
     attn::attention_prefill_bf16(p, q, q_pos, n_q, cache, out, base, n_threads);
+    return;
+  }
+
+  if (ws.prefill_ == PrefillAttention::Int8 && attn::int8_prefill_shape(p)) {
+    const size_t tf = attn::prefill_int8_thread_floats(p);  // a multiple of 8 floats (32 bytes)
+    if (ws.bf16_thread_.size() < threads * tf + 8) ws.bf16_thread_.resize(threads * tf + 8);
+    float* base = ws.bf16_thread_.data();
+    base += (8 - (reinterpret_cast<uintptr_t>(base) / sizeof(float)) % 8) % 8;
+    // The keys' int8 copy, 32-byte aligned; grows with the cache.
+    const size_t kb = attn::prefill_int8_key_bytes(p, cache);
+    if (ws.int8_keys_.size() < kb + 32) ws.int8_keys_.resize(kb + 32);
+    uint8_t* keys = ws.int8_keys_.data();
+    keys += (32 - reinterpret_cast<uintptr_t>(keys) % 32) % 32;
+    attn::attention_prefill_int8(p, q, q_pos, n_q, cache, out, base, keys, n_threads);
     return;
   }
 

@@ -49,9 +49,9 @@ struct AttentionParams {
 /// to kScoreCacheMaxKeys keys per query row (plus the stride padding of attention.cpp: < 1040).
 class AttentionWorkspace {
  public:
-  /// `prefill`: the arithmetic of calls with two or more queries (BF16 needs
-  /// prefill_attention_supported(BF16), else throws snapkv::Error; shapes with head_dim % 32 != 0
-  /// run Exact).
+  /// `prefill`: the arithmetic of calls with two or more queries (BF16 and Int8 need
+  /// prefill_attention_supported(), else throws snapkv::Error; shapes they do not take run Exact:
+  /// head_dim % 32 != 0, and for Int8 head_dim > 512).
   AttentionWorkspace(const AttentionParams& shape, int64_t max_queries,
                      PrefillAttention prefill = PrefillAttention::Exact);
   ~AttentionWorkspace();
@@ -70,7 +70,8 @@ class AttentionWorkspace {
   std::vector<float> thread_;                ///< prefill: per-thread block buffers
   std::vector<double> thread_sums_;          ///< prefill: per-thread softmax sums
   std::vector<const float*> thread_rows_;    ///< prefill: per-thread query row pointers
-  std::vector<float> bf16_thread_;           ///< prefill, BF16: per-thread buffers
+  std::vector<float> bf16_thread_;           ///< prefill, BF16 and Int8: per-thread buffers
+  std::vector<uint8_t> int8_keys_;           ///< prefill, Int8: the keys quantized to int8 (grows with the cache)
   std::vector<float> score_cache_;           ///< prefill, F16 cache: per-thread scores kept between passes
   size_t thread_floats_ = 0;                 ///< prefill: floats of one thread's buffers
 };

@@ -61,6 +61,8 @@ std::optional<snapkv::PrefillAttention> prefill_attention_of(snapkv_prefill_atte
       return snapkv::PrefillAttention::Exact;
     case SNAPKV_PREFILL_BF16:
       return snapkv::PrefillAttention::BF16;
+    case SNAPKV_PREFILL_INT8:
+      return snapkv::PrefillAttention::Int8;
   }
   return std::nullopt;
 }

@@ -68,7 +68,7 @@ void check_kv_types(KVType k, std::optional<KVType> v, int head_dim) {
 
 PrefillAttention parse_prefill_attention(const std::string& s) {
   if (const std::optional<PrefillAttention> a = prefill_attention_from_name(s)) return *a;
-  throw Error(fmt::format("--prefill-attn must be exact or bf16, got '{}'", s));
+  throw Error(fmt::format("--prefill-attn must be exact, bf16 or int8, got '{}'", s));
 }
 
 std::string resolve_model_path(const std::string& flag) {

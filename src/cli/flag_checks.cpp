@@ -119,7 +119,8 @@ CLI::Validator kv_type_arg() {
 }
 
 CLI::Validator prefill_attention_arg() {
-  return one_of({prefill_attention_name(PrefillAttention::Exact), prefill_attention_name(PrefillAttention::BF16)});
+  return one_of({prefill_attention_name(PrefillAttention::Exact), prefill_attention_name(PrefillAttention::BF16),
+                 prefill_attention_name(PrefillAttention::Int8)});
 }
 
 CLI::Validator one_of(const std::vector<std::string>& names) {

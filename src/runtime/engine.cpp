@@ -27,13 +27,15 @@ namespace {
 void check_engine_options(const EngineOptions& opt) {
   if (opt.n_threads < 0 || opt.n_threads > 4096)
     throw Error(fmt::format("engine: thread count {} must be in [0, 4096] (0: all cores)", opt.n_threads));
-  if (opt.prefill_attention != PrefillAttention::Exact && opt.prefill_attention != PrefillAttention::BF16)
+  if (opt.prefill_attention != PrefillAttention::Exact && opt.prefill_attention != PrefillAttention::BF16 &&
+      opt.prefill_attention != PrefillAttention::Int8)
     throw Error(fmt::format("engine: unknown prefill attention {}", static_cast<int>(opt.prefill_attention)));
   if (!prefill_attention_supported(opt.prefill_attention))
     throw Error(fmt::format(
-        "engine: prefill attention '{}' is not supported by this build (it needs a CPU with AVX512-BF16 and a build "
-        "for it, -march=native on such a CPU); use 'exact'",
-        prefill_attention_name(opt.prefill_attention)));
+        "engine: prefill attention '{}' is not supported by this build (it needs a CPU with {} and a build for it, "
+        "-march=native on such a CPU); use 'exact'",
+        prefill_attention_name(opt.prefill_attention),
+        opt.prefill_attention == PrefillAttention::Int8 ? "AVX2" : "AVX512-BF16"));
 }
 
 }  // namespace

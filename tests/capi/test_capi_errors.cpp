@@ -45,6 +45,13 @@ TEST(CApi, PrefillAttentionChoice) {
   expect_error(snapkv_engine_load_ex(stories_path().c_str(), -1, SNAPKV_PREFILL_EXACT, &e), bad,
                "snapkv_engine_load_ex", "n_threads");
   EXPECT_EQ(e, nullptr);
+  // INT8 prefill: any AVX2 build (this test's, where the library has it) loads it.
+  if (snapkv_prefill_attention_supported(SNAPKV_PREFILL_INT8) == 1) {
+    ASSERT_EQ(snapkv_engine_load_ex(stories_path().c_str(), 1, SNAPKV_PREFILL_INT8, &e), SNAPKV_OK)
+        << snapkv_last_error();
+    snapkv_engine_free(e);
+    e = nullptr;
+  }
   const int32_t bf16 = snapkv_prefill_attention_supported(SNAPKV_PREFILL_BF16);
   ASSERT_TRUE(bf16 == 0 || bf16 == 1);
   if (bf16 == 0) {

@@ -166,7 +166,7 @@ TEST(CliBadFlags, HelpListsTheDefaults) {
       {"--top-p", "]=0.95\n"},         {"--kv-type", "q4_0=f16"},       {"--press", "PRESS=none "},
       {"--budget", "(default 1024)"},  {"--window", "]=32\n"},          {"--kernel", "]=7\n"},
       {"--pool", "(default max)"},     {"--gqa-agg", "(default mean)"}, {"--sinks", "]=4\n"},
-      {"--prefill-attn", "bf16=exact"}};
+      {"--prefill-attn", "int8=exact"}};
   for (const auto& [opt, want] : defaults) {
     const size_t at = r.out.find("  " + opt + " ");
     ASSERT_NE(at, std::string::npos) << opt;

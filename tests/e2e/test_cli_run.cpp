@@ -120,6 +120,24 @@ TEST(CliRun, PrefillAttnBf16RunsOrGivesTheEnginesError) {
   }
 }
 
+// --prefill-attn int8 on an AVX2 build: the JSON reports it; stories260K (head_dim 8) runs the
+// exact kernel, so the tokens are the exact run's.
+TEST(CliRun, PrefillAttnInt8Runs) {
+  if (!prefill_attention_supported(PrefillAttention::Int8)) GTEST_SKIP() << "this build has no AVX2";
+  const std::vector<std::string> base{"run", "-m",     stories(), "-p",    "Once upon a time", "-n", "8", "-t",
+                                      "1",   "--temp", "0",       "--json"};
+  auto exact_args = base, int8_args = base;
+  int8_args.insert(int8_args.end(), {"--prefill-attn", "int8"});
+  const auto exact = run_cli(exact_args);
+  const auto r = run_cli(int8_args);
+  ASSERT_EQ(exact.rc, 0) << exact.err;
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["prefill_attention"], "int8");
+  EXPECT_EQ(j["prefill_attention_isa"], "f32");
+  EXPECT_EQ(j["generated_token_ids"], json::parse(exact.out)["generated_token_ids"]);
+}
+
 TEST(CliRun, StreamsTextWithoutJson) {
   const auto r = run_cli({"run", "-m", stories(), "-p", "Once upon a time", "-n", "12", "--temp", "0"});
   ASSERT_EQ(r.rc, 0) << r.err;

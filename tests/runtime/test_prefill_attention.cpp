@@ -1,8 +1,8 @@
 // The prefill attention setting (EngineOptions / WorkspaceOptions::prefill_attention,
 // `--prefill-attn`): the engine's default is Exact, a workspace takes the engine's unless it
 // names its own, a build without AVX512-BF16 refuses BF16 with a clear error, and (where this
-// build runs BF16) an engine loaded with BF16 prefills and decodes a head_dim-32 model with the
-// same top token as an exact one.
+// build runs BF16 / Int8) an engine loaded with BF16 or Int8 prefills and decodes a head_dim-32
+// model with the same top token as an exact one.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -32,8 +32,10 @@ std::shared_ptr<const Engine> load_stories(PrefillAttention a) {
 }
 
 TEST(PrefillAttention, NamesRoundTrip) {
-  for (const PrefillAttention a : {PrefillAttention::Exact, PrefillAttention::BF16})
+  for (const PrefillAttention a : {PrefillAttention::Exact, PrefillAttention::BF16, PrefillAttention::Int8})
     EXPECT_EQ(prefill_attention_from_name(prefill_attention_name(a)), a);
+  EXPECT_EQ(prefill_attention_name(PrefillAttention::Int8), std::string("int8"));
+  EXPECT_FALSE(prefill_attention_from_name("i8").has_value());
   EXPECT_EQ(prefill_attention_name(PrefillAttention::Exact), std::string("exact"));
   EXPECT_EQ(prefill_attention_name(PrefillAttention::BF16), std::string("bf16"));
   EXPECT_FALSE(prefill_attention_from_name("BF16").has_value());
@@ -158,6 +160,30 @@ TEST(PrefillAttention, Bf16EnginePrefillsAndDecodesLikeExact) {
   }
   EXPECT_NE(got[0], want[0]);                         // the prefill's logits: bf16 arithmetic, not exact
   EXPECT_EQ(prefill_and_decode(*bf16, p, 512), got);  // one chunk of 100 tokens: the same bits
+}
+
+// An Int8 engine prefills (chunks of 64 tokens) and decodes the same model: finite logits that
+// differ from the exact engine's (the INT8 kernel really ran) by int8 rounding only, the exact
+// engine's greedy tokens (the prompt of the BF16 test: top-2 gaps >= 0.22), and the same bits
+// whatever the chunk size (64 or 512 tokens).
+TEST(PrefillAttention, Int8EnginePrefillsAndDecodesLikeExact) {
+  if (!prefill_attention_supported(PrefillAttention::Int8)) GTEST_SKIP() << "this build has no AVX2";
+  auto exact = tiny(PrefillAttention::Exact);
+  auto i8 = tiny(PrefillAttention::Int8);
+  const auto p = prompt(100, exact->info().n_vocab, 21);
+  const auto want = prefill_and_decode(*exact, p);
+  const auto got = prefill_and_decode(*i8, p);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i].size(), want[i].size());
+    EXPECT_TRUE(std::all_of(got[i].begin(), got[i].end(), [](float x) { return std::isfinite(x); })) << "step " << i;
+    EXPECT_EQ(argmax(got[i]), argmax(want[i])) << "step " << i;
+    double worst = 0;
+    for (size_t k = 0; k < got[i].size(); ++k) worst = std::max(worst, std::fabs(double{got[i][k]} - want[i][k]));
+    EXPECT_LT(worst, 0.15) << "step " << i;  // logits ~3
+  }
+  EXPECT_NE(got[0], want[0]);                       // the prefill's logits: int8 arithmetic, not exact
+  EXPECT_EQ(prefill_and_decode(*i8, p, 512), got);  // one chunk of 100 tokens: the same bits
 }
 
 }  // namespace
