@@ -34,9 +34,10 @@ struct EngineOptions {
   /// 0 = every core of this process (omp_get_num_procs). The engine itself starts no threads.
   int n_threads = 0;
   /// Arithmetic of prefill attention (calls with two or more queries) in the workspaces made for
-  /// this engine without their own (WorkspaceOptions::prefill_attention): Exact (f32, the default)
-  /// or BF16 (bfloat16 products, f32 sums; needs prefill_attention_supported(BF16); heads whose
-  /// head_dim is not a multiple of 32 run Exact). Decode is always Exact. See prefill_attention.h.
+  /// this engine without their own (WorkspaceOptions::prefill_attention): Exact (f32, the default),
+  /// BF16 (bfloat16 products, f32 sums; needs prefill_attention_supported(BF16); heads whose
+  /// head_dim is not a multiple of 32 run Exact) or Int8 (int8 products; needs AVX2; head_dim a
+  /// multiple of 32 up to 512, else Exact). Decode is always Exact. See prefill_attention.h.
   PrefillAttention prefill_attention = PrefillAttention::Exact;
 };
 
@@ -75,7 +76,7 @@ class Engine {
   /// `tokenizer.ggml.model`). Throws snapkv::Error naming the file and what is wrong (missing
   /// file, bad GGUF, unsupported architecture, tensor type or shape, malformed tokenizer keys),
   /// a bad thread count (< 0 or > 4096) or a prefill_attention this build does not run
-  /// (!prefill_attention_supported: BF16 without AVX512-BF16).
+  /// (!prefill_attention_supported: BF16 without AVX512-BF16, Int8 without AVX2).
   static std::shared_ptr<const Engine> load(const std::string& path, const EngineOptions& opt = {});
   /// An engine over a model already loaded (internal type, src/model/model.h; for tools and
   /// tests that build models themselves). Loads the tokenizer from the model's GGUF. Same errors.

@@ -23,7 +23,7 @@ struct WorkspaceOptions {
   /// prefill advances in chunks of at most this many tokens per layer). Bounds the activation
   /// memory: about max_rows x (4 n_embd + 3 n_head head_dim + 2 n_ff) floats.
   int64_t max_rows = 512;
-  /// Arithmetic of this worker's prefill attention (Exact or BF16, see prefill_attention.h);
+  /// Arithmetic of this worker's prefill attention (Exact, BF16 or Int8, see prefill_attention.h);
   /// nullopt = the engine's (EngineOptions::prefill_attention). E.g. Exact for a reference run
   /// beside an engine loaded with BF16.
   std::optional<PrefillAttention> prefill_attention;

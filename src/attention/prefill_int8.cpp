@@ -99,9 +99,14 @@ inline __m256i pack_i8x32(__m256i a, __m256i b, __m256i c, __m256i d) {
   return _mm256_permutevar8x32_epi32(abcd, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
+// Largest magnitudes below this count as zero (row scales and block weight scales): 127 / max is
+// then finite, and the products they scale are below any score or output that matters.
+constexpr float kTinyMax = 1e-30f;
+
 // Quantizes x[0..hd) x mul (hd % 32 == 0, mul > 0) to int8: returns the scale s with x mul ~= s q,
-// q = round(x mul / s) in [-127, 127] (round to nearest even), the largest |x mul| at 127. A zero
-// row gives s = 0 and zeros; a row holding NaN or inf gives s = NaN.
+// q = round(x mul / s) in [-127, 127] (round to nearest even), the largest |x mul| at 127. A row
+// whose largest |x mul| is below kTinyMax gives s = 0 and zeros; a row holding NaN, inf or a
+// magnitude above 3e38 gives s = NaN.
 float quantize_row_i8(const float* x, int hd, float mul, int8_t* q) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
   __m256 vmax = _mm256_setzero_ps();
@@ -119,7 +124,7 @@ float quantize_row_i8(const float* x, int hd, float mul, int8_t* q) {
   m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
   m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
   const float amax = _mm_cvtss_f32(m4) * mul;
-  if (!(amax > 0.0f)) {
+  if (!(amax >= kTinyMax)) {
     std::memset(q, 0, static_cast<size_t>(hd));
     return 0.0f;
   }
@@ -276,8 +281,9 @@ inline __m256 exp8_fast(__m256 x) {
   return _mm256_mul_ps(c, _mm256_castsi256_ps(e));
 }
 
-// A row's scores s[0..n) (n <= 64) -> weights s[j] = e^(s[j] - m) x sv[j], zeros from n up to
-// 64; returns sum_j e^(s[j] - m) (f32 lanes) and in wmax the largest weight (NaN if one is NaN).
+// A row's scores s[0..n) (n <= 64) -> weights s[j] = e^(s[j] - m) x sv[j] (0 where the exponential
+// is 0: a masked key's value scale, even NaN, does not matter), zeros from n up to 64; returns
+// sum_j e^(s[j] - m) (f32 lanes) and in wmax the largest weight (NaN if one is NaN).
 inline float exp_weights_block(float* s, const float* sv, int n, float m, float& wmax) {
   const __m256 vm = _mm256_set1_ps(m);
   __m256 sum = _mm256_setzero_ps(), vmax = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
@@ -288,7 +294,8 @@ inline float exp_weights_block(float* s, const float* sv, int n, float m, float&
       e = _mm256_and_ps(e, _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(n - j),
                                                                   _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7))));
     sum = _mm256_add_ps(sum, e);
-    const __m256 w = _mm256_mul_ps(e, _mm256_loadu_ps(sv + j));
+    const __m256 w =
+        _mm256_and_ps(_mm256_mul_ps(e, _mm256_loadu_ps(sv + j)), _mm256_cmp_ps(e, _mm256_setzero_ps(), _CMP_NEQ_UQ));
     bad = _mm256_or_ps(bad, _mm256_cmp_ps(w, w, _CMP_UNORD_Q));
     vmax = _mm256_max_ps(vmax, w);
     _mm256_storeu_ps(s + j, w);
@@ -303,9 +310,13 @@ inline float exp_weights_block(float* s, const float* sv, int n, float m, float&
 
 // Weights w[0..n) (zeros up to n rounded to 32) with largest value wmax -> w8 = round(127 w / wmax)
 // in [0, 127] (so a pair of w8 x v8 products stays within vpmaddubsw's int16); returns the scale
-// wmax / 127 (0 for a row of zeros, NaN for wmax NaN).
+// wmax / 127 (0 and zeros for wmax below kTinyMax, NaN for wmax NaN).
 inline float quantize_weights(const float* w, int n, float wmax, uint8_t* w8) {
-  const __m256 inv = _mm256_set1_ps(wmax > 0.0f ? 127.0f / wmax : 0.0f);
+  if (!(wmax >= kTinyMax)) {
+    std::memset(w8, 0, kKB);
+    return wmax == wmax ? 0.0f : wmax;
+  }
+  const __m256 inv = _mm256_set1_ps(127.0f / wmax);
   for (int j = 0; j < n; j += 32) {
     __m256i v[4];
     for (int k = 0; k < 4; ++k) v[k] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(w + j + 8 * k), inv));
@@ -372,6 +383,12 @@ void attention_prefill_int8(const AttentionParams& p, const float* q, const int3
     head_block[g + 1] = head_block[g] + static_cast<size_t>((cache.heads[g].size() + kKB - 1) / kKB);
   const auto n_blocks = static_cast<int64_t>(head_block.back());
 
+  // The entries some query of this call sees, per head (a sliding window leaves the older ones
+  // out): only their blocks are quantized.
+  std::vector<KeyRange> seen(static_cast<size_t>(p.n_head_kv));
+  for (size_t g = 0; g < seen.size(); ++g)
+    seen[g] = prefill_key_range(cache.heads[g].pos_data(), cache.heads[g].size(), q_pos, 0, n_q, p.window, kKB);
+
 #pragma omp parallel num_threads(n_threads)
   {
     float* base = scratch + static_cast<size_t>(omp_get_thread_num()) * L.total;
@@ -380,6 +397,7 @@ void attention_prefill_int8(const AttentionParams& p, const float* q, const int3
       const auto g = static_cast<size_t>(
           std::upper_bound(head_block.begin(), head_block.end(), static_cast<size_t>(b)) - head_block.begin() - 1);
       const int64_t kb = (b - static_cast<int64_t>(head_block[g])) * kKB;
+      if (kb < seen[g].begin || kb >= seen[g].end) continue;
       uint8_t* dst = keys + static_cast<size_t>(b) * bb;
       quantize_key_block(cache.heads[g], kb, hd, base + L.row, dst);
       quantize_value_block(cache.heads[g], kb, hd, base + L.row, dst + half_block_bytes(hd));

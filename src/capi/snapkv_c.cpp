@@ -81,7 +81,8 @@ snapkv_status engine_load(const char* fn, const char* path, int32_t n_threads, s
   if (!snapkv::prefill_attention_supported(*pa))
     return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn,
                 std::string("prefill_attention ") + snapkv::prefill_attention_name(*pa) +
-                    " is not supported by this library and CPU (it needs AVX512-BF16)");
+                    " is not supported by this library and CPU (" +
+                    (*pa == snapkv::PrefillAttention::Int8 ? "it needs AVX2" : "it needs AVX512-BF16") + ")");
   return guarded(fn, SNAPKV_ERR_IO, [&] {
     snapkv::EngineOptions opt;
     opt.n_threads = n_threads;

@@ -28,7 +28,7 @@ std::optional<KVType> parse_kv_type_v(const std::string& s, KVType k);
 /// and values of type `v` (or `k`) cannot be stored for the model's head_dim (kv_types_problem).
 void check_kv_types(KVType k, std::optional<KVType> v, int head_dim);
 
-/// The PrefillAttention a --prefill-attn value names (exact, bf16). Throws snapkv::Error naming
+/// The PrefillAttention a --prefill-attn value names (exact, bf16, int8). Throws snapkv::Error naming
 /// the flag and the accepted values for anything else. Whether this build runs it is the
 /// engine's check (Engine::load).
 PrefillAttention parse_prefill_attention(const std::string& s);

@@ -29,7 +29,7 @@ struct RunOptions {
   bool ignore_eos = false;
   std::string kv_type = "f16";
   std::string kv_type_v;               ///< --kv-type-v ("": kv_type)
-  std::string prefill_attn = "exact";  ///< --prefill-attn exact|bf16
+  std::string prefill_attn = "exact";  ///< --prefill-attn exact|bf16|int8
   bool json = false;
   // Compression (issue 3).
   PressConfig press;
@@ -71,7 +71,7 @@ struct ServeOptions {
   int64_t prefill_rows = 4096;
   std::string kv_type = "f16";
   std::string kv_type_v;               ///< --kv-type-v ("": kv_type)
-  std::string prefill_attn = "exact";  ///< --prefill-attn exact|bf16
+  std::string prefill_attn = "exact";  ///< --prefill-attn exact|bf16|int8
   float temp = 0.8f;
   int top_k = 40;
   float top_p = 0.95f;
@@ -131,7 +131,7 @@ struct EvalOptions {
   std::string kv_type = "f16";
   std::string kv_type_v;               ///< --kv-type-v ("": kv_type)
   std::string reference_kv_type;       ///< --reference-kv-type: fidelity's full-cache reference ("": kv_type)
-  std::string prefill_attn = "exact";  ///< --prefill-attn exact|bf16 (fidelity's reference stays exact)
+  std::string prefill_attn = "exact";  ///< --prefill-attn exact|bf16|int8 (fidelity's reference stays exact)
   std::string cold_tier = "int8";      ///< --cold-tier: the reselect protocol's
   bool no_plots = false;
   bool no_fork = false;

@@ -28,7 +28,8 @@ CLI::Validator one_of(const std::vector<std::string>& names);
 /// one_of the KV cache element types snapkv::kv_type_from_name accepts: f16, f32, q8_0, q4_0.
 CLI::Validator kv_type_arg();
 
-/// one_of the prefill attention arithmetics snapkv::prefill_attention_from_name accepts: exact, bf16.
+/// one_of the prefill attention arithmetics snapkv::prefill_attention_from_name accepts: exact, bf16,
+/// int8.
 CLI::Validator prefill_attention_arg();
 
 /// Accepts a press name (press_names()) or a whole press spec "name:key=value,..." that

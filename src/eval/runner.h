@@ -104,7 +104,7 @@ struct RunnerOptions {
   std::optional<KVType> kv_type_v;  ///< the values' type when not kv_type (SequenceOptions::kv_type_v)
   /// Fidelity: the reference full cache's element type, keys and values alike (nullopt: the
   /// cache's own kv_type / kv_type_v, a fork of the same prefill).
-  /// The reference's prefill attention is always Exact: with a workspace that is not (BF16), the
+  /// The reference's prefill attention is always Exact: with a workspace that is not (BF16, Int8), the
   /// reference is prefilled on its own in an exact workspace.
   std::optional<KVType> reference_kv_type;
   int gen_tokens = 0;       ///< override the task's generation length (0: the task's)

@@ -55,7 +55,7 @@ struct EvalConfig {
   /// E.g. kv_type Q8_0 with reference F16 measures quantization and compression together.
   std::optional<KVType> reference_kv_type;
   /// Arithmetic of prefill attention of the runs (--prefill-attn). The fidelity task's reference
-  /// is always prefilled Exact (on its own when this is BF16).
+  /// is always prefilled Exact (on its own when this is not).
   PrefillAttention prefill_attention = PrefillAttention::Exact;
   /// The cold tier of the reselect protocol (--cold-tier; int8 in RAM by default).
   ColdTierOptions cold_tier = {.enabled = true, .format = ColdFormat::Int8, .dir = {}};

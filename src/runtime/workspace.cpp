@@ -36,7 +36,7 @@ Workspace::Workspace(const Engine& engine, const WorkspaceOptions& opt) {
   if (opt.prefill_attention && !prefill_attention_supported(*opt.prefill_attention))
     throw Error(
         fmt::format("workspace: prefill attention {} is unknown or not supported by this build and CPU "
-                    "(bf16 needs AVX512-BF16)",
+                    "(bf16 needs AVX512-BF16, int8 AVX2)",
                     static_cast<int>(*opt.prefill_attention)));
   impl_ = std::make_unique<Impl>(engine.model_ptr(), opt.n_threads == 0 ? engine.n_threads() : opt.n_threads,
                                  opt.max_rows, opt.prefill_attention.value_or(engine.prefill_attention()));

@@ -128,16 +128,16 @@ TEST_P(PrefillInt8VsNaive, MatchesReference) {
   EXPECT_EQ(out, two);
   EXPECT_EQ(out, again);
 
-  // Any split of the queries into chunks of >= 2: the same bits.
-  if (c.n_q >= 5) {  // both chunks >= 2 queries (one query runs the decode kernel)
-    const int64_t cut = c.n_q / 2 + 1;
-    std::vector<float> split(out.size(), -3.0f);
-    const size_t row = static_cast<size_t>(c.n_head) * static_cast<size_t>(c.head_dim);
-    attention(p, b.q.data(), b.qpos.data(), cut, b.cache, split.data(), ws, 2);
-    attention(p, b.q.data() + static_cast<size_t>(cut) * row, b.qpos.data() + cut, c.n_q - cut, b.cache,
-              split.data() + static_cast<size_t>(cut) * row, ws, 2);
-    EXPECT_EQ(out, split);
-  }
+  // Splits of the queries into two chunks of >= 2 (one query runs the decode kernel): the same bits.
+  if (c.n_q >= 5)
+    for (const int64_t cut : {c.n_q / 2 + 1, c.n_q - 2}) {
+      std::vector<float> split(out.size(), -3.0f);
+      const size_t row = static_cast<size_t>(c.n_head) * static_cast<size_t>(c.head_dim);
+      attention(p, b.q.data(), b.qpos.data(), cut, b.cache, split.data(), ws, 2);
+      attention(p, b.q.data() + static_cast<size_t>(cut) * row, b.qpos.data() + cut, c.n_q - cut, b.cache,
+                split.data() + static_cast<size_t>(cut) * row, ws, 2);
+      EXPECT_EQ(out, split) << "cut " << cut;
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -215,8 +215,9 @@ TEST(PrefillInt8, NaNQueryGivesNaNAndLeavesOthersAlone) {
 }
 
 // Head 0 has 64 keys with infinite values in keys 6..63 (its outputs are inf / NaN, as exact
-// attention's are); head 1, run after it on the same thread, has 5 keys: its outputs must be
-// finite and close to exact attention (no stale values of head 0 past its last key).
+// attention's are); head 1 has 5 keys (its quantized block follows head 0's in the workspace, and
+// its tasks may run on the thread that ran head 0's): its outputs must be finite and close to
+// exact attention (nothing of head 0 past its last key).
 TEST(PrefillInt8, StaleValuesOfAnotherHeadDoNotLeak) {
   if (!prefill_attention_supported(PrefillAttention::Int8)) GTEST_SKIP() << "this build has no AVX2";
   const AttentionParams p{2, 2, 64, 0.125f, 0};
@@ -247,6 +248,45 @@ TEST(PrefillInt8, StaleValuesOfAnotherHeadDoNotLeak) {
       ASSERT_TRUE(std::isfinite(out[i])) << t << " " << d;
       EXPECT_NEAR(out[i], exact[i], 0.05) << t << " " << d;
     }
+}
+
+// One head, keys at positions 0..127 of 64 dims; key j = +c e_0 for j < 64 and -c e_0 after, so a
+// query a e_0 scores +42.5 on block 0 and -42.5 on block 1: block 1's weights are e^-85 x its
+// value scales, ~1e-39, below the smallest weight scale the kernel quantizes (kTinyMax: 127 / max
+// would overflow). Value row 100 is NaN: no query before position 100 sees it. Queries at 90..99
+// in one call and in two: finite, the same bits, and exact attention's values.
+TEST(PrefillInt8, TinyBlockWeightsAndUnseenNaNValues) {
+  if (!prefill_attention_supported(PrefillAttention::Int8)) GTEST_SKIP() << "this build has no AVX2";
+  const AttentionParams p{1, 1, 64, 0.125f, 0};
+  KVLayerCache cache;
+  std::mt19937_64 rng(17);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  KVHeadCache h(KVType::F32, 64);
+  std::vector<int32_t> pos(128);
+  std::vector<float> k(128 * 64, 0.0f), v(128 * 64);
+  for (int j = 0; j < 128; ++j) {
+    pos[static_cast<size_t>(j)] = j;
+    k[static_cast<size_t>(j) * 64] = j < 64 ? 20.0f : -20.0f;
+  }
+  for (auto& x : v) x = nd(rng);
+  for (int d = 0; d < 64; ++d) v[100 * 64 + static_cast<size_t>(d)] = NAN;
+  h.append(128, pos.data(), k.data(), 64, v.data(), 64);
+  cache.heads.push_back(std::move(h));
+  std::vector<int32_t> qpos;
+  for (int32_t t = 90; t < 100; ++t) qpos.push_back(t);
+  std::vector<float> q(qpos.size() * 64, 0.0f);
+  for (size_t t = 0; t < qpos.size(); ++t) q[t * 64] = 17.0f;  // 0.125 x 17 x 20 = 42.5
+  AttentionWorkspace ws(p, 10, PrefillAttention::Int8), exact_ws(p, 10);
+  std::vector<float> one(q.size()), two(q.size()), exact(q.size());
+  attention(p, q.data(), qpos.data(), 10, cache, one.data(), ws, 2);
+  attention(p, q.data(), qpos.data(), 4, cache, two.data(), ws, 2);
+  attention(p, q.data() + 4 * 64, qpos.data() + 4, 6, cache, two.data() + 4 * 64, ws, 1);
+  attention(p, q.data(), qpos.data(), 10, cache, exact.data(), exact_ws, 2);
+  for (size_t i = 0; i < one.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(one[i])) << i;
+    EXPECT_NEAR(one[i], exact[i], 0.02) << i;  // the mean of block 0's values, int8-rounded
+  }
+  EXPECT_EQ(one, two);
 }
 
 TEST(PrefillInt8, ReportsItsInstructions) {
