@@ -27,6 +27,8 @@
 //                               the ceiling of --prefill-attn bf16
 //   AmxBf16Peak/threads:T       independent AMX-BF16 tile products (tdpbf16ps, 16 x 16 x 32 MACs
 //                               = 16384 FLOPs each), where the CPU and Linux allow AMX
+//   Int8DotPeak/threads:T       independent AVX2 int8 dot steps of --prefill-attn int8 (vpsignb,
+//                               vpmaddubsw, vpmaddwd, vpaddd: 32 multiply-adds = 64 ops each)
 //   PrefillAttn/<model>[/bf16|/bf16_avx512|/int8]/keys:K/threads:T
 //                               snapkv::attention() of the last 512 queries of a K-token prompt
 //                               over its F16 cache (the last chunk of a K-token prefill), exact or
@@ -537,6 +539,49 @@ void BM_Bf16DotPeak(benchmark::State& st) {
 #endif
 }
 
+/// Throughput of the INT8 prefill kernel's Q K^T step (prefill_int8.cpp): acc += vpmaddwd(
+/// vpmaddubsw(|q|, vpsignb(k, q)), ones), 32 int8 multiply-adds (64 ops) per step, 6 independent
+/// accumulators per thread (with 8, GCC kept some on the stack: 20 % fewer ops/s on Zen 3), k
+/// loaded from 6 rows of an L1-resident buffer whose address GCC cannot see through (so no step
+/// is loop-invariant, and no chain runs through vpsignb's latency as it would with k taken from
+/// the accumulator): the ceiling of PrefillAttention::Int8's Q K^T, against FmaPeak's 2 x lanes
+/// FLOPs per FMA (both count 2 ops per multiply-add).
+void BM_Int8DotPeak(benchmark::State& st) {
+#if defined(__AVX2__)
+  const int threads = static_cast<int>(st.range(0));
+  constexpr int64_t kIters = 1 << 22;
+  int64_t sink = 0;
+  for (auto _ : st) {
+    int64_t total = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : total)
+    {
+      alignas(32) int8_t kbuf[6][32];
+      for (int i = 0; i < 6; ++i)
+        for (int j = 0; j < 32; ++j) kbuf[i][j] = static_cast<int8_t>((i * 37 + j * 11) % 255 - 127);
+      const int8_t* kp = &kbuf[0][0];
+      const __m256i qa = _mm256_set1_epi8(3), qs = _mm256_set1_epi8(-3), ones = _mm256_set1_epi16(1);
+      __m256i a[6];
+      for (int i = 0; i < 6; ++i) a[i] = _mm256_setzero_si256();
+      for (int64_t it = 0; it < kIters; ++it) {
+        asm volatile("" : "+r"(kp));
+        for (int i = 0; i < 6; ++i) {
+          const __m256i k = _mm256_load_si256(reinterpret_cast<const __m256i*>(kp + 32 * i));
+          a[i] = _mm256_add_epi32(a[i], _mm256_madd_epi16(_mm256_maddubs_epi16(qa, _mm256_sign_epi8(k, qs)), ones));
+        }
+      }
+      for (int i = 1; i < 6; ++i) a[0] = _mm256_add_epi32(a[0], a[i]);
+      total += _mm256_extract_epi32(a[0], 0);
+    }
+    sink += total;
+  }
+  benchmark::DoNotOptimize(sink);
+  const double ops = static_cast<double>(st.iterations()) * threads * kIters * 6 * 64;
+  st.counters["GOP/s"] = benchmark::Counter(ops / 1e9, benchmark::Counter::kIsRate);
+#else
+  st.SkipWithError("built without AVX2");
+#endif
+}
+
 /// AMX-BF16 throughput: 4 independent tile accumulators (C += A x B, 16 x 16 f32 from 16 x 32 and
 /// 32 x 16 bf16) per thread, 2 x 16 x 16 x 32 = 16384 FLOPs per tdpbf16ps.
 void BM_AmxBf16Peak(benchmark::State& st) {
@@ -755,8 +800,10 @@ void register_all() {
   }
 
   // Compute ceilings, 1 and 2 threads.
-  const std::pair<const char*, void (*)(benchmark::State&)> peaks[] = {
-      {"FmaPeak", BM_FmaPeak}, {"Bf16DotPeak", BM_Bf16DotPeak}, {"AmxBf16Peak", BM_AmxBf16Peak}};
+  const std::pair<const char*, void (*)(benchmark::State&)> peaks[] = {{"FmaPeak", BM_FmaPeak},
+                                                                       {"Bf16DotPeak", BM_Bf16DotPeak},
+                                                                       {"AmxBf16Peak", BM_AmxBf16Peak},
+                                                                       {"Int8DotPeak", BM_Int8DotPeak}};
   for (const auto& [name, fn] : peaks)
     benchmark::RegisterBenchmark(name, fn)
         ->Arg(1)
@@ -783,7 +830,11 @@ void register_all() {
   };
   // Gemma 3's sliding-window layers (window 512): 15 of its 18 layers.
   const AttnShape gemma3_local{"gemma3_local", 4, 1, 256, 512};
-  for (const int th : {1, 2}) reg_prefill(gemma3_local, 16384, th, snapkv::PrefillAttention::Exact);
+  for (const int th : {1, 2}) {
+    reg_prefill(gemma3_local, 16384, th, snapkv::PrefillAttention::Exact);
+    if (snapkv::prefill_attention_supported(snapkv::PrefillAttention::Int8))
+      reg_prefill(gemma3_local, 16384, th, snapkv::PrefillAttention::Int8);
+  }
   for (const auto& s : attn_shapes)
     for (const int64_t keys : {4096, 16384, 32768})
       for (const int th : {1, 2}) {
