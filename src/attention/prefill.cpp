@@ -158,12 +158,7 @@ void attention_prefill(const AttentionParams& p, const float* q, const int32_t* 
             std::fill(Sr, Sr + nk, 0.0f);
             continue;
           }
-          const float m_new = std::max(m[r], rmax);
-          if (m[r] != kNegInf && m_new != m[r]) {
-            const float corr = std::exp(m[r] - m_new);
-            l[r] *= static_cast<double>(corr);
-            scale_f32(acc + static_cast<size_t>(r) * hd, corr, hd);
-          }
+          const float m_new = online_softmax_rescale(m[r], rmax, l[r], acc + static_cast<size_t>(r) * hd, hd);
           l[r] += exp_sum_row(Sr, nk, m_new, Sr);
           m[r] = m_new;
         }

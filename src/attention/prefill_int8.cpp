@@ -457,12 +457,7 @@ void attention_prefill_int8(const AttentionParams& p, const float* q, const int3
             ws[r] = 0.0f;
             continue;
           }
-          const float m_new = std::max(m[r], rmax);
-          if (m[r] != kNegInf && m_new != m[r]) {
-            const float corr = std::exp(m[r] - m_new);
-            l[r] *= static_cast<double>(corr);
-            scale_f32(acc + static_cast<size_t>(r) * hd, corr, hd);
-          }
+          const float m_new = online_softmax_rescale(m[r], rmax, l[r], acc + static_cast<size_t>(r) * hd, hd);
           float wmax = 0.0f;
           l[r] += static_cast<double>(exp_weights_block(Sr, sv, nk, m_new, wmax));
           m[r] = m_new;

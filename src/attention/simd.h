@@ -2,6 +2,8 @@
 // SNAPKV_ATTN_AVX512 marks builds where the prefill tiles use 16-lane AVX-512 registers).
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -126,6 +128,20 @@ inline void scale_f32(float* y, float c, int n) {
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), vc));
 #endif
   for (; i < n; ++i) y[i] *= c;
+}
+
+/// One step of the online softmax (Dao et al. 2022, FlashAttention, Alg. 1): a block whose row
+/// maximum is rmax (finite) raises the running maximum m to max(m, rmax); when it grows from a
+/// finite value, the running sum l and the accumulator row acc[0..hd) are scaled by e^(m - m_new).
+/// Returns m_new.
+inline float online_softmax_rescale(float m, float rmax, double& l, float* acc, int hd) {
+  const float m_new = std::max(m, rmax);
+  if (m != kNegInf && m_new != m) {
+    const float corr = std::exp(m - m_new);
+    l *= static_cast<double>(corr);
+    scale_f32(acc, corr, hd);
+  }
+  return m_new;
 }
 
 /// y[i] += a * x[i].

@@ -83,13 +83,12 @@ TEST(Runner, FidelityAgainstAReferenceOfAnotherKvType) {
   EXPECT_DOUBLE_EQ(b[1].fidelity.ppl, a[1].fidelity.ppl);
 }
 
-// --prefill-attn bf16: the fidelity reference stays exact. On a head_dim-32 model (the shapes the
-// BF16 kernel takes) a workspace with BF16 prefill attention gives the same reference perplexity,
-// bit for bit, as an exact one: its reference is prefilled and teacher-forced on its own in an
-// exact workspace; the measured caches (none included) are the BF16 ones, so even the `none`
-// row differs from the reference (KL > 0: bf16 rounding alone).
-TEST(Runner, FidelityReferenceStaysExactUnderBf16PrefillAttention) {
-  if (!prefill_attention_supported(PrefillAttention::BF16)) GTEST_SKIP() << "this build has no AVX512-BF16";
+// --prefill-attn bf16 / int8: the fidelity reference stays exact. On a head_dim-32 model (the
+// shapes both kernels take) a workspace with prefill attention `a` gives the same reference
+// perplexity, bit for bit, as an exact one: its reference is prefilled and teacher-forced on its
+// own in an exact workspace; the measured caches (none included) are `a`'s, so even the `none` row
+// differs from the reference (KL > 0: the rounding alone).
+void expect_fidelity_reference_stays_exact(PrefillAttention a) {
   auto e = load_synthetic_engine(small_q8_kv_config(), 2);
   ASSERT_EQ(e->info().head_dim % 32, 0);
   PromptFormat pf(*e, ChatMode::Off);
@@ -98,23 +97,33 @@ TEST(Runner, FidelityReferenceStaysExactUnderBf16PrefillAttention) {
   const auto ps = presses({"none", "snapkv:budget=64,window=16"});
   Workspace exact_ws(*e);
   WorkspaceOptions wo;
-  wo.prefill_attention = PrefillAttention::BF16;
-  Workspace bf16_ws(*e, wo);
+  wo.prefill_attention = a;
+  Workspace other_ws(*e, wo);
   ASSERT_EQ(exact_ws.prefill_attention(), PrefillAttention::Exact);
-  ASSERT_EQ(bf16_ws.prefill_attention(), PrefillAttention::BF16);
-  const auto a = Runner(*e, exact_ws).run(s, ps, Protocol::Continuation);
-  const auto b = Runner(*e, bf16_ws).run(s, ps, Protocol::Continuation);
-  ASSERT_EQ(a.size(), 2u);
-  ASSERT_EQ(b.size(), 2u);
-  EXPECT_EQ(a[0].fidelity.kl, 0.0);  // exact against exact: the same cache
+  ASSERT_EQ(other_ws.prefill_attention(), a);
+  const auto x = Runner(*e, exact_ws).run(s, ps, Protocol::Continuation);
+  const auto y = Runner(*e, other_ws).run(s, ps, Protocol::Continuation);
+  ASSERT_EQ(x.size(), 2u);
+  ASSERT_EQ(y.size(), 2u);
+  EXPECT_EQ(x[0].fidelity.kl, 0.0);  // exact against exact: the same cache
   for (size_t k = 0; k < 2; ++k) {
-    EXPECT_GT(b[k].fidelity.n, 0) << b[k].press;
-    EXPECT_EQ(b[k].fidelity.ppl_full, a[k].fidelity.ppl_full) << b[k].press;  // the exact reference
-    EXPECT_TRUE(std::isfinite(b[k].fidelity.kl)) << b[k].press;
-    EXPECT_GE(b[k].fidelity.kl, 0.0) << b[k].press;
+    EXPECT_GT(y[k].fidelity.n, 0) << y[k].press;
+    EXPECT_EQ(y[k].fidelity.ppl_full, x[k].fidelity.ppl_full) << y[k].press;  // the exact reference
+    EXPECT_TRUE(std::isfinite(y[k].fidelity.kl)) << y[k].press;
+    EXPECT_GE(y[k].fidelity.kl, 0.0) << y[k].press;
   }
-  EXPECT_GT(b[0].fidelity.kl, 0.0);  // bf16 alone moves the distribution (the kernel really ran)
-  EXPECT_LT(b[0].fidelity.kl, 0.05);
+  EXPECT_GT(y[0].fidelity.kl, 0.0);  // the rounding alone moves the distribution (the kernel really ran)
+  EXPECT_LT(y[0].fidelity.kl, 0.05);
+}
+
+TEST(Runner, FidelityReferenceStaysExactUnderBf16PrefillAttention) {
+  if (!prefill_attention_supported(PrefillAttention::BF16)) GTEST_SKIP() << "this build has no AVX512-BF16";
+  expect_fidelity_reference_stays_exact(PrefillAttention::BF16);
+}
+
+TEST(Runner, FidelityReferenceStaysExactUnderInt8PrefillAttention) {
+  if (!prefill_attention_supported(PrefillAttention::Int8)) GTEST_SKIP() << "this build has no AVX2";
+  expect_fidelity_reference_stays_exact(PrefillAttention::Int8);
 }
 
 TEST(Runner, ProtocolMustFitTheSampleAndSkipDropsWork) {

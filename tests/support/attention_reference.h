@@ -1,7 +1,7 @@
 // snapkv tests: random ragged per-head KV caches with queries, and naive attention in double over
 // them, shared by the attention kernel tests (tests/model/test_attention.cpp,
-// tests/attention/test_prefill_bf16.cpp). Header-only: the tests reach internal headers, the
-// support library does not.
+// tests/attention/test_prefill_bf16.cpp, tests/attention/test_prefill_int8.cpp). Header-only: the tests reach internal
+// headers, the support library does not.
 #pragma once
 
 #include <algorithm>
@@ -123,6 +123,50 @@ inline std::vector<double> naive_attention(const AttnCase& c, const AttnInputs& 
     }
   }
   return out;
+}
+
+/// Two F16 heads of 64 dims with keys at positions 0..n-1: head 0 has 64 keys whose values in keys
+/// 6..63 are infinite, head 1 has 5 keys (random, seed 11); two queries of 2 heads at positions 62
+/// and 63 (attention_params: AttentionParams{2, 2, 64, 0.125f, 0}). Head 1's outputs must be
+/// finite: a kernel must not read head 0's values past head 1's last key.
+inline AttnInputs make_stale_values_case() {
+  AttnInputs b;
+  std::mt19937_64 rng(11);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (int g = 0; g < 2; ++g) {
+    const int n = g == 0 ? 64 : 5;
+    KVHeadCache h(KVType::F16, 64);
+    std::vector<int32_t> pos(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) pos[static_cast<size_t>(i)] = i;
+    std::vector<float> k(static_cast<size_t>(n) * 64), v(k.size());
+    for (auto& x : k) x = nd(rng);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = g == 0 && i >= 6 * 64 ? INFINITY : nd(rng);
+    h.append(n, pos.data(), k.data(), 64, v.data(), 64);
+    b.cache.heads.push_back(std::move(h));
+  }
+  b.qpos = {62, 63};
+  b.q.resize(b.qpos.size() * 2 * 64);
+  for (auto& x : b.q) x = nd(rng);
+  return b;
+}
+
+/// make_stale_values_case() run with prefill attention `a` and with Exact (1 thread): the largest
+/// |out - exact| over head 1's outputs, infinity where one of them is not finite.
+inline double stale_values_head1_worst(PrefillAttention a) {
+  const AttentionParams p{2, 2, 64, 0.125f, 0};
+  const AttnInputs b = make_stale_values_case();
+  AttentionWorkspace ws(p, 2, a), exact_ws(p, 2);
+  std::vector<float> out(b.q.size()), exact(b.q.size());
+  attention(p, b.q.data(), b.qpos.data(), 2, b.cache, out.data(), ws, 1);
+  attention(p, b.q.data(), b.qpos.data(), 2, b.cache, exact.data(), exact_ws, 1);
+  double worst = 0;
+  for (size_t t = 0; t < 2; ++t)
+    for (size_t d = 0; d < 64; ++d) {
+      const size_t i = (t * 2 + 1) * 64 + d;  // head 1
+      if (!std::isfinite(out[i])) return INFINITY;
+      worst = std::max(worst, std::fabs(double{out[i]} - exact[i]));
+    }
+  return worst;
 }
 
 }  // namespace snapkv::test
