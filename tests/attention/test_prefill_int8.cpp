@@ -1,12 +1,14 @@
 // The INT8 prefill kernel (PrefillAttention::Int8) against naive double-precision references on
-// random ragged per-head caches (causal and sliding-window masks, GQA/MQA, F32/F16/Q8_0, odd query
+// random ragged per-head caches (causal and sliding-window masks, GQA/MQA, F32/F16/Q8_0/Q4_0, odd query
 // counts, long rows): (a) against attention with the kernel's quantization done in double — int8
 // query / key / value rows with one scale each, the weights p_j x scale_v_j in 7 bits per block of
 // 64 entries — a tight bound (what is left: the kernel's f32 sums and exponentials, and the rare
 // weight that rounds the other way); (b) against exact attention — the whole int8 error, a loose
 // bound recording its size. Plus: bit-identical for 1 and 2 threads, for any split of the queries
 // into chunks, and on a rerun; queries without visible keys give zeros; a NaN query gives NaN;
-// head_dim % 32 != 0 or > 512 runs the exact kernel.
+// block weights too small to scale, and a NaN value row no query sees, leave outputs finite and
+// chunk-invariant; one head's entries do not leak into another's; head_dim % 32 != 0 or > 512 runs
+// the exact kernel.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -216,8 +218,9 @@ TEST(PrefillInt8, NaNQueryGivesNaNAndLeavesOthersAlone) {
 
 // Head 0 has 64 keys with infinite values in keys 6..63 (its outputs are inf / NaN, as exact
 // attention's are); head 1 has 5 keys (its quantized block follows head 0's in the workspace, and
-// its tasks may run on the thread that ran head 0's): its outputs must be finite and close to
-// exact attention (nothing of head 0 past its last key).
+// its task runs on the thread that ran head 0's): its outputs must be finite and close to exact
+// attention. (The INT8 kernel zeroes a block's entries past the head's last one and gives tail keys
+// weight 0, so this mostly checks the per-head block layout.)
 TEST(PrefillInt8, StaleValuesOfAnotherHeadDoNotLeak) {
   if (!prefill_attention_supported(PrefillAttention::Int8)) GTEST_SKIP() << "this build has no AVX2";
   EXPECT_LT(test::stale_values_head1_worst(PrefillAttention::Int8), 0.05);  // infinite where one is not finite

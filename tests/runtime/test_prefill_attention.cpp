@@ -1,6 +1,7 @@
 // The prefill attention setting (EngineOptions / WorkspaceOptions::prefill_attention,
 // `--prefill-attn`): the engine's default is Exact, a workspace takes the engine's unless it
-// names its own, a build without AVX512-BF16 refuses BF16 with a clear error, and (where this
+// names its own, a build without AVX512-BF16 refuses BF16 (one without AVX2 Int8) with a clear
+// error, and (where this
 // build runs BF16 / Int8) an engine loaded with BF16 or Int8 prefills and decodes a head_dim-32
 // model with the same top token as an exact one.
 #include <gtest/gtest.h>
@@ -85,13 +86,33 @@ TEST(PrefillAttention, Bf16EngineOrAClearErrorWithoutIt) {
   EXPECT_EQ(Engine::from_model(e->model_ptr(), o)->prefill_attention(), PrefillAttention::BF16);
 }
 
+TEST(PrefillAttention, Int8EngineOrAClearErrorWithoutIt) {
+  if (!prefill_attention_supported(PrefillAttention::Int8)) {
+    try {
+      (void)load_stories(PrefillAttention::Int8);
+      FAIL() << "INT8 prefill attention loaded on a build without AVX2";
+    } catch (const Error& err) {
+      const std::string msg = err.what();
+      EXPECT_NE(msg.find("'int8'"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("AVX2"), std::string::npos) << msg;
+    }
+    return;
+  }
+  auto e = load_stories(PrefillAttention::Int8);
+  EXPECT_EQ(e->prefill_attention(), PrefillAttention::Int8);
+  EXPECT_EQ(Workspace(*e).prefill_attention(), PrefillAttention::Int8);  // the engine's
+  WorkspaceOptions wo;
+  wo.prefill_attention = PrefillAttention::Exact;
+  EXPECT_EQ(Workspace(*e, wo).prefill_attention(), PrefillAttention::Exact);
+}
+
 TEST(PrefillAttention, UnknownValueIsRefused) {
   EngineOptions o;
   o.prefill_attention = static_cast<PrefillAttention>(7);
   EXPECT_THROW((void)Engine::load((test::shared_dir() / "models" / "stories260K.gguf").string(), o), Error);
 }
 
-// A model of head_dim 32 (the BF16 kernel's shapes) with 2 query heads per KV head, loaded with
+// A model of head_dim 32 (the shapes the BF16 and INT8 kernels take) with 2 query heads per KV head, loaded with
 // `a`. 2 threads.
 std::shared_ptr<const Engine> tiny(PrefillAttention a) {
   const fs::path p = fs::temp_directory_path() / ("snapkv_prefill_attn_" + std::to_string(::getpid()) + ".gguf");
@@ -139,8 +160,8 @@ std::vector<std::vector<float>> prefill_and_decode(const Engine& e, const std::v
 // model: finite logits that differ from the exact engine's (the kernel really ran) by at most
 // `tol` (logits ~3), the exact engine's greedy tokens, and the same bits whatever the chunk size
 // (64 or 512 tokens). The prompt seed was picked for wide top-2 gaps of the exact logits (>= 0.22
-// on all 5 rows): neither bf16 (8-bit significands) nor int8 rounding can close them; if the
-// synthetic model changes, pick a seed with wide gaps again.
+// on all 5 rows): bf16 and int8 rounding did not close them for this seed; if the synthetic model
+// changes, pick a seed with wide gaps again.
 void expect_prefills_and_decodes_like_exact(PrefillAttention a, double tol) {
   auto exact = tiny(PrefillAttention::Exact);
   auto other = tiny(a);
