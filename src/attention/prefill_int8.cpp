@@ -28,7 +28,7 @@
 #include "attention/positions.h"
 #include "attention/prefill.h"
 #include "attention/softmax_simd.h"
-#include "core/kv_rows.h"
+#include "core/rows_view.h"
 #include "snapkv/error.h"
 
 namespace snapkv::attn {
@@ -144,34 +144,17 @@ inline __m256i bcast4(const int8_t* p) {
   return _mm256_set1_epi32(w);
 }
 
-// Row e of a head's keys (values: `values`) as f32: a pointer into the cache (F32) or to `row`.
-const float* cache_row_f32(const KVHeadCache& hc, bool values, int64_t e, int hd, float* row) {
-  const KVType t = values ? hc.v_type() : hc.k_type();
-  const void* data = values ? hc.v_data() : hc.k_data();
-  switch (t) {
-    case KVType::F16:
-      f16_to_f32(static_cast<const uint16_t*>(data) + e * hd, row, hd);
-      return row;
-    case KVType::F32:
-      return static_cast<const float*>(data) + e * hd;
-    default:
-      dequantize_kv_rows(
-          t,
-          static_cast<const uint8_t*>(data) + static_cast<size_t>(e) * (values ? hc.v_row_bytes() : hc.k_row_bytes()),
-          row, 1, hd);
-      return row;
-  }
-}
-
 // Key rows [kb, kb + 64) of head hc (those past its size as zeros) -> one quantized block at dst.
 void quantize_key_block(const KVHeadCache& hc, int64_t kb, int hd, float* row, uint8_t* dst) {
   auto* words = reinterpret_cast<int32_t*>(dst);  // [hd / 4][64]
   auto* scales = reinterpret_cast<float*>(dst + static_cast<size_t>(kKB) * static_cast<size_t>(hd));
   const int nk = static_cast<int>(std::min<int64_t>(kKB, hc.size() - kb));
   alignas(32) int8_t k8[kInt8MaxHeadDim];
+  const RowsView keys = hc.keys();
   for (int j = 0; j < kKB; ++j) {
     if (j < nk) {
-      scales[j] = quantize_row_i8(cache_row_f32(hc, false, kb + j, hd, row), hd, 1.0f, k8);
+      keys.row(kb + j, row);
+      scales[j] = quantize_row_i8(row, hd, 1.0f, k8);
     } else {
       std::memset(k8, 0, static_cast<size_t>(hd));
       scales[j] = 0.0f;
@@ -186,6 +169,7 @@ void quantize_value_block(const KVHeadCache& hc, int64_t kb, int hd, float* row,
   auto* scales = reinterpret_cast<float*>(dst + static_cast<size_t>(kKB) * static_cast<size_t>(hd));
   const int nk = static_cast<int>(std::min<int64_t>(kKB, hc.size() - kb));
   alignas(32) int8_t v8[4][kInt8MaxHeadDim];
+  const RowsView values = hc.values();
   for (int j4 = 0; j4 < kKB / 4; ++j4) {
     for (int i = 0; i < 4; ++i) {
       const int j = 4 * j4 + i;
@@ -194,8 +178,8 @@ void quantize_value_block(const KVHeadCache& hc, int64_t kb, int hd, float* row,
         scales[j] = 0.0f;
         continue;
       }
-      const float* x = cache_row_f32(hc, true, kb + j, hd, row);
-      scales[j] = quantize_row_i8(x, hd, 1.0f, v8[i]);
+      values.row(kb + j, row);
+      scales[j] = quantize_row_i8(row, hd, 1.0f, v8[i]);
     }
     // Interleave the four rows' bytes: word d = (v8[0][d], v8[1][d], v8[2][d], v8[3][d]).
     uint8_t* out = dst + static_cast<size_t>(j4) * static_cast<size_t>(hd) * 4;
