@@ -22,8 +22,9 @@ namespace snapkv {
 ///    2 threads, Intel Xeon: docs/benchmarks.md, "AMX tiles for the BF16 prefill"); the
 ///    environment variable SNAPKV_AMX=0 turns that off.
 ///  - Int8: Q K^T and P V in int8 (after SageAttention, Zhang et al. 2025, arXiv 2410.02367,
-///    which quantizes Q K^T to int8): each query row (pre-scaled), key row and value row quantized
-///    symmetrically to int8 with one f32 scale per row (its largest magnitude at 127); the
+///    which quantizes Q K^T to int8): query rows (pre-scaled) and key rows quantized symmetrically
+///    to int8 with one f32 scale per 32 dims, value rows with one per row (the largest magnitude
+///    at 127); the
 ///    softmax weights p_j x scale_v_j quantized to 7 bits per row and block of 64 keys; integer
 ///    dot products exact in int32 (AVX2 vpmaddubsw / vpmaddwd) times the scales; online softmax in
 ///    f32. For CPUs without AVX512-BF16: on Zen 3 the int8 dot steps run at 1.5x the f32 FMA rate

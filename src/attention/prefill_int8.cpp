@@ -1,15 +1,18 @@
 // INT8 prefill attention (PrefillAttention::Int8): see attention/prefill_int8.h.
 //
-// Per call, every KV head's keys and values are quantized to int8 rows (one f32 scale per row) in
-// blocks of 64 entries at multiples of 64 of the head: keys transposed by 4-dim groups,
-// Kq[d4][j] = the int32 word holding dims 4 d4 .. 4 d4 + 3 of key j; values interleaved by 4 keys,
-// Vq[j4][d] = the word holding dim d of keys 4 j4 .. 4 j4 + 3; each followed by its 64 scales.
-// One task = one KV head g and a run of query tokens (G query heads x tokens); its query rows are
-// quantized the same way. Per block of 64 keys:
+// Per call, every KV head's keys and values are quantized to int8 in blocks of 64 entries at
+// multiples of 64 of the head: keys with one f32 scale per 32 dims of a row, transposed by 4-dim
+// words, Kq[d4][j] = the int32 word holding dims 4 d4 .. 4 d4 + 3 of key j, followed by the scales
+// [hd / 32][64]; values with one scale per row, interleaved by 4 keys, Vq[j4][d] = the word holding
+// dim d of keys 4 j4 .. 4 j4 + 3, followed by the 64 scales. One task = one KV head g and a run of
+// query tokens (G query heads x tokens); its query rows are quantized as the keys (one scale per
+// 32 dims). Per block of 64 keys:
 //   1. Q K^T with keys in lanes: a query row's 4-dim word is broadcast and multiplied with 8 keys'
 //      words by vpmaddubsw(|q|, sign(k, q)) (pairs of int8 products summed to int16, at most
 //      2 x 127 x 127: no saturation), vpmaddwd by ones (int32) and vpaddd; no horizontal sums.
-//      Score = the exact int32 sum x scale_q x scale_k.
+//      Score = sum over the 32-dim groups g of the exact int32 sum of g x (scale_k,g x scale_q,g).
+//      Scales per 32 dims rather than per row: Gemma 3's keys have a few channels ~30x larger
+//      than the median one, which a row scale spreads over all 256 dims (design.md, "INT8 prefill").
 //   2. Mask (causal, sliding window) and online softmax per row in f32 (row sums in double); the
 //      weights w_j = p_j x scale_v_j quantized to 7 bits per row and block.
 //   3. P V with values in lanes: a row's word of 4 weights is broadcast and multiplied with 8 dims'
@@ -35,7 +38,8 @@ namespace snapkv::attn {
 
 namespace {
 
-constexpr int kKB = 64;  // keys per block
+constexpr int kKB = 64;     // keys per block
+constexpr int kGroup = 32;  // dims per query or key scale
 // Query rows per task: each quantized block of keys and values is read once for them all.
 constexpr int kTargetRows = 64;
 constexpr int kMaxTokens = 64;
@@ -47,10 +51,14 @@ size_t block_rows(const AttentionParams& p) {
   return static_cast<size_t>(block_tokens(G)) * static_cast<size_t>(G);
 }
 
-// Bytes of one quantized half block (64 keys or 64 values): 64 x head_dim int8, then 64 f32 scales.
-size_t half_block_bytes(int hd) { return static_cast<size_t>(kKB) * static_cast<size_t>(hd) + kKB * sizeof(float); }
-// Bytes of one quantized block: the keys, then the values.
-size_t block_bytes(int hd) { return 2 * half_block_bytes(hd); }
+// Bytes of the 64 quantized keys of a block: 64 x head_dim int8, then [head_dim / 32][64] f32 scales.
+size_t key_half_bytes(int hd) {
+  return static_cast<size_t>(kKB) * static_cast<size_t>(hd) + kKB * sizeof(float) * static_cast<size_t>(hd / kGroup);
+}
+// Bytes of the 64 quantized values of a block: 64 x head_dim int8, then 64 f32 scales.
+size_t value_half_bytes(int hd) { return static_cast<size_t>(kKB) * static_cast<size_t>(hd) + kKB * sizeof(float); }
+// Bytes of one quantized block: the keys, then the values (multiples of 32: both stay aligned).
+size_t block_bytes(int hd) { return key_half_bytes(hd) + value_half_bytes(hd); }
 
 // Offsets (in floats; multiples of 8, so 32-byte aligned) of one thread's buffers.
 struct Layout {
@@ -63,16 +71,16 @@ struct Layout {
       o += (n + 7) / 8 * 8;
       return at;
     };
-    qa = take(R * hd / 4);  // int8 [R][hd]: |q8|
-    qs = take(R * hd / 4);  // int8 [R][hd]: q8
-    sq = take(R);           // f32 [R]: query scales
-    s = take(R * kKB);      // f32 [R][64]: scores, then weights p_j x scale_v_j
-    acc = take(R * hd);     // f32 [R][hd]
-    m = take(R);            // f32 [R]: running maxima
-    l = take(2 * R);        // double [R]: running sums
-    w = take(R * kKB / 4);  // uint8 [R][64]: the weights in 7 bits
-    ws = take(R);           // f32 [R]: their scales
-    row = take(hd);         // f32 [hd]: one key or value row converted to f32
+    qa = take(R * hd / 4);   // int8 [R][hd]: |q8|
+    qs = take(R * hd / 4);   // int8 [R][hd]: q8
+    sq = take(R * hd / 32);  // f32 [R][hd / 32]: query scales per 32 dims
+    s = take(R * kKB);       // f32 [R][64]: scores, then weights p_j x scale_v_j
+    acc = take(R * hd);      // f32 [R][hd]
+    m = take(R);             // f32 [R]: running maxima
+    l = take(2 * R);         // double [R]: running sums
+    w = take(R * kKB / 4);   // uint8 [R][64]: the weights in 7 bits
+    ws = take(R);            // f32 [R]: their scales
+    row = take(hd);          // f32 [hd]: one key or value row converted to f32
     total = o;
   }
 };
@@ -144,20 +152,27 @@ inline __m256i bcast4(const int8_t* p) {
   return _mm256_set1_epi32(w);
 }
 
+// x[0..hd) x mul quantized by groups of 32 dims (quantize_row_i8 on each): scales[g * stride]
+// = the scale of dims [32 g, 32 g + 32).
+void quantize_groups_i8(const float* x, int hd, float mul, int8_t* q, float* scales, int stride) {
+  for (int g = 0; g < hd / kGroup; ++g)
+    scales[g * stride] = quantize_row_i8(x + g * kGroup, kGroup, mul, q + g * kGroup);
+}
+
 // Key rows [kb, kb + 64) of head hc (those past its size as zeros) -> one quantized block at dst.
 void quantize_key_block(const KVHeadCache& hc, int64_t kb, int hd, float* row, uint8_t* dst) {
-  auto* words = reinterpret_cast<int32_t*>(dst);  // [hd / 4][64]
-  auto* scales = reinterpret_cast<float*>(dst + static_cast<size_t>(kKB) * static_cast<size_t>(hd));
+  auto* words = reinterpret_cast<int32_t*>(dst);                                                      // [hd / 4][64]
+  auto* scales = reinterpret_cast<float*>(dst + static_cast<size_t>(kKB) * static_cast<size_t>(hd));  // [hd / 32][64]
   const int nk = static_cast<int>(std::min<int64_t>(kKB, hc.size() - kb));
   alignas(32) int8_t k8[kInt8MaxHeadDim];
   const RowsView keys = hc.keys();
   for (int j = 0; j < kKB; ++j) {
     if (j < nk) {
       keys.row(kb + j, row);
-      scales[j] = quantize_row_i8(row, hd, 1.0f, k8);
+      quantize_groups_i8(row, hd, 1.0f, k8, scales + j, kKB);
     } else {
       std::memset(k8, 0, static_cast<size_t>(hd));
-      scales[j] = 0.0f;
+      for (int g = 0; g < hd / kGroup; ++g) scales[g * kKB + j] = 0.0f;
     }
     for (int d4 = 0; d4 < hd / 4; ++d4) std::memcpy(words + static_cast<size_t>(d4) * kKB + j, k8 + 4 * d4, 4);
   }
@@ -197,35 +212,45 @@ void quantize_value_block(const KVHeadCache& hc, int64_t kb, int hd, float* row,
   }
 }
 
-// S[r][j0 .. j0 + 16) = (sum_d q8_r[d] k8_j[d]) x sq[r] x sk[j] for rows r < NR (row stride
-// kKB): NR x 2 int32 accumulators of 8 keys.
+// S[r][j0 .. j0 + 16) = sum_g (sum_{d in g} q8_r[d] k8_j[d]) x (sk[g][j] x sq[r][g]) over the
+// 32-dim groups g, for rows r < NR (S row stride kKB; sk [hd / 32][kKB]; sq [NR][hd / 32]): per
+// group NR x 2 int32 accumulators of 8 keys, added into NR x 2 f32 ones.
 template <int NR>
 inline void qk_i8_tile(const int8_t* qa, const int8_t* qs, int hd, const int32_t* Kq, const float* sk, const float* sq,
                        int j0, float* S) {
   const __m256i ones = _mm256_set1_epi16(1);
-  __m256i acc[NR][2];
-  for (int r = 0; r < NR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
-  for (int d4 = 0; d4 < hd / 4; ++d4) {
-    const int32_t* kw = Kq + static_cast<size_t>(d4) * kKB + j0;
-    // The key words in registers (GCC otherwise reloads them for every row).
-    __m256i k0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(kw));
-    __m256i k1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(kw + 8));
-    asm("" : "+x"(k0), "+x"(k1));
+  const int ng = hd / kGroup;
+  __m256 f[NR][2];
+  for (int r = 0; r < NR; ++r) f[r][0] = f[r][1] = _mm256_setzero_ps();
+  for (int g = 0; g < ng; ++g) {
+    __m256i acc[NR][2];
+    for (int r = 0; r < NR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
+    for (int d4 = g * (kGroup / 4); d4 < (g + 1) * (kGroup / 4); ++d4) {
+      const int32_t* kw = Kq + static_cast<size_t>(d4) * kKB + j0;
+      // The key words in registers (GCC otherwise reloads them for every row).
+      __m256i k0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(kw));
+      __m256i k1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(kw + 8));
+      asm("" : "+x"(k0), "+x"(k1));
+      for (int r = 0; r < NR; ++r) {
+        const __m256i a = bcast4(qa + static_cast<size_t>(r) * hd + 4 * d4);
+        const __m256i s = bcast4(qs + static_cast<size_t>(r) * hd + 4 * d4);
+        acc[r][0] =
+            _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(a, _mm256_sign_epi8(k0, s)), ones), acc[r][0]);
+        acc[r][1] =
+            _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(a, _mm256_sign_epi8(k1, s)), ones), acc[r][1]);
+      }
+    }
+    const __m256 s0 = _mm256_loadu_ps(sk + g * kKB + j0), s1 = _mm256_loadu_ps(sk + g * kKB + j0 + 8);
     for (int r = 0; r < NR; ++r) {
-      const __m256i a = bcast4(qa + static_cast<size_t>(r) * hd + 4 * d4);
-      const __m256i s = bcast4(qs + static_cast<size_t>(r) * hd + 4 * d4);
-      acc[r][0] =
-          _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(a, _mm256_sign_epi8(k0, s)), ones), acc[r][0]);
-      acc[r][1] =
-          _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(a, _mm256_sign_epi8(k1, s)), ones), acc[r][1]);
+      const __m256 qg = _mm256_set1_ps(sq[r * ng + g]);
+      f[r][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][0]), _mm256_mul_ps(s0, qg), f[r][0]);
+      f[r][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][1]), _mm256_mul_ps(s1, qg), f[r][1]);
     }
   }
-  const __m256 s0 = _mm256_loadu_ps(sk + j0), s1 = _mm256_loadu_ps(sk + j0 + 8);
   for (int r = 0; r < NR; ++r) {
-    const __m256 qscale = _mm256_set1_ps(sq[r]);
     float* Sr = S + static_cast<size_t>(r) * kKB + j0;
-    _mm256_storeu_ps(Sr, _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(acc[r][0]), qscale), s0));
-    _mm256_storeu_ps(Sr + 8, _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(acc[r][1]), qscale), s1));
+    _mm256_storeu_ps(Sr, f[r][0]);
+    _mm256_storeu_ps(Sr + 8, f[r][1]);
   }
 }
 
@@ -239,12 +264,12 @@ void qk_i8_block(const int8_t* qa, const int8_t* qs, int hd, const uint8_t* bloc
     int r = 0;
     for (; r + 3 <= nrows; r += 3) {
       const size_t o = static_cast<size_t>(r) * hd;
-      qk_i8_tile<3>(qa + o, qs + o, hd, Kq, sk, sq + r, j0, S + static_cast<size_t>(r) * kKB);
+      qk_i8_tile<3>(qa + o, qs + o, hd, Kq, sk, sq + o / kGroup, j0, S + static_cast<size_t>(r) * kKB);
     }
     const size_t o = static_cast<size_t>(r) * hd;
     float* Sr = S + static_cast<size_t>(r) * kKB;
-    if (nrows - r == 2) qk_i8_tile<2>(qa + o, qs + o, hd, Kq, sk, sq + r, j0, Sr);
-    if (nrows - r == 1) qk_i8_tile<1>(qa + o, qs + o, hd, Kq, sk, sq + r, j0, Sr);
+    if (nrows - r == 2) qk_i8_tile<2>(qa + o, qs + o, hd, Kq, sk, sq + o / kGroup, j0, Sr);
+    if (nrows - r == 1) qk_i8_tile<1>(qa + o, qs + o, hd, Kq, sk, sq + o / kGroup, j0, Sr);
   }
 }
 
@@ -384,7 +409,7 @@ void attention_prefill_int8(const AttentionParams& p, const float* q, const int3
       if (kb < seen[g].begin || kb >= seen[g].end) continue;
       uint8_t* dst = keys + static_cast<size_t>(b) * bb;
       quantize_key_block(cache.heads[g], kb, hd, base + L.row, dst);
-      quantize_value_block(cache.heads[g], kb, hd, base + L.row, dst + half_block_bytes(hd));
+      quantize_value_block(cache.heads[g], kb, hd, base + L.row, dst + key_half_bytes(hd));
     }
 
 #pragma omp for schedule(dynamic, 1)
@@ -408,7 +433,7 @@ void attention_prefill_int8(const AttentionParams& p, const float* q, const int3
         const float* qr = q + ((t0 + r / G) * p.n_head + g * G + r % G) * hd;
         int8_t* a = qa + static_cast<size_t>(r) * hd;
         int8_t* s = qs + static_cast<size_t>(r) * hd;
-        sq[r] = quantize_row_i8(qr, hd, p.scale, s);
+        quantize_groups_i8(qr, hd, p.scale, s, sq + static_cast<size_t>(r) * hd / kGroup, 1);
         for (int d = 0; d < hd; d += 32) {
           const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + d));
           _mm256_storeu_si256(reinterpret_cast<__m256i*>(a + d), _mm256_abs_epi8(v));
@@ -426,7 +451,7 @@ void attention_prefill_int8(const AttentionParams& p, const float* q, const int3
       for (int64_t kb = kr.begin; kb < kr.end; kb += kKB) {
         const int nk = static_cast<int>(std::min<int64_t>(kKB, kr.end - kb));
         const uint8_t* block = keys + (head_block[static_cast<size_t>(g)] + static_cast<size_t>(kb / kKB)) * bb;
-        const uint8_t* vblock = block + half_block_bytes(hd);
+        const uint8_t* vblock = block + key_half_bytes(hd);
         const auto* sv = reinterpret_cast<const float*>(vblock + static_cast<size_t>(kKB) * static_cast<size_t>(hd));
         qk_i8_block(qa, qs, hd, block, sq, nrows, (nk + 15) / 16 * 16, S);
         // A block that every query of the task sees entirely needs no mask.
@@ -451,8 +476,13 @@ void attention_prefill_int8(const AttentionParams& p, const float* q, const int3
       }
       for (int r = 0; r < nrows; ++r) {
         float* o = out + ((t0 + r / G) * p.n_head + g * G + r % G) * hd;
-        // A query row holding NaN or inf (scale NaN) has NaN scores, which the maxima skip: NaN out.
-        const float inv = std::isnan(sq[r]) ? sq[r] : l[r] > 0.0 ? static_cast<float>(1.0 / l[r]) : 0.0f;
+        // A query row holding NaN or inf (a group scale NaN) has NaN scores, which the maxima
+        // skip: NaN out.
+        bool nan_row = false;
+        for (int gi = 0; gi < hd / kGroup; ++gi) nan_row = nan_row || std::isnan(sq[r * (hd / kGroup) + gi]);
+        const float inv = nan_row      ? std::numeric_limits<float>::quiet_NaN()
+                          : l[r] > 0.0 ? static_cast<float>(1.0 / l[r])
+                                       : 0.0f;
         const float* a = acc + static_cast<size_t>(r) * hd;
         for (int d = 0; d < hd; ++d) o[d] = a[d] * inv;
       }

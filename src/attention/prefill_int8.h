@@ -25,7 +25,8 @@ inline bool int8_prefill_shape(const AttentionParams& p) {
 }
 
 /// Bytes of the int8 copy of the cache's keys and values that attention_prefill_int8 makes per
-/// call: per KV head, ceil(size / 64) blocks of 64 entries x 2 x (head_dim bytes + one f32 scale).
+/// call: per KV head, ceil(size / 64) blocks of 64 entries x (key: head_dim bytes + head_dim / 32
+/// f32 scales; value: head_dim bytes + one f32 scale).
 size_t prefill_int8_key_bytes(const AttentionParams& p, const KVLayerCache& cache);
 
 /// Floats of one thread's scratch for attention_prefill_int8.
@@ -33,10 +34,11 @@ size_t prefill_int8_thread_floats(const AttentionParams& p);
 
 /// Attention of n_q > 1 queries (f32, layout of snapkv::attention) over any cache type with int8
 /// products (after SageAttention, Zhang et al. 2025, arXiv 2410.02367, which quantizes Q K^T to
-/// int8; here P V too). Each query row pre-scaled by p.scale, key row and value row is quantized
-/// symmetrically to int8 with one f32 scale per row (round to nearest even, the row's largest
-/// magnitude at 127): s_j = (sum_d q8_d k8_d) x scale_q x scale_k_j, the integer sums exact in
-/// int32 (AVX2 vpmaddubsw on |q8| and sign(k8, q8), then vpmaddwd). Online softmax in f32 with
+/// int8; here P V too). Query rows (pre-scaled by p.scale) and key rows are quantized
+/// symmetrically to int8 with one f32 scale per 32 dims, value rows with one per row (round to
+/// nearest even, the largest magnitude at 127): s_j = sum_g (sum_{d in g} q8_d k8_jd) x
+/// scale_k_jg x scale_q_g over the 32-dim groups g, the integer sums exact in int32 (AVX2
+/// vpmaddubsw on |q8| and sign(k8, q8), then vpmaddwd). Online softmax in f32 with
 /// double row sums l (Dao et al. 2022, FlashAttention, Alg. 1); per block of 64 keys the weights
 /// w_j = e^(s_j - m) x scale_v_j are quantized to w8 = round(127 w_j / max w) and
 /// out = sum_blocks (max w / 127) x sum_j w8_j v8_j / l. Keys and values are quantized once per
