@@ -47,8 +47,8 @@ struct AttentionParams {
 /// nothing. `max_queries` bounds the queries of one call (the prefill chunk). Nothing depends on
 /// the cache length except the prefill's kept-scores buffer (F16 caches), which grows on demand up
 /// to kScoreCacheMaxKeys keys per query row (plus the stride padding of attention.cpp: < 1040),
-/// and with Int8 the int8 copy of the keys and values (2 x (head_dim + 4) bytes per cached position
-/// and KV head).
+/// and with Int8 the int8 copy of the keys and values (2 head_dim + head_dim / 8 + 4 bytes per
+/// cached position and KV head).
 class AttentionWorkspace {
  public:
   /// `prefill`: the arithmetic of calls with two or more queries (BF16 and Int8 need

@@ -107,7 +107,8 @@ inline __m256i pack_i8x32(__m256i a, __m256i b, __m256i c, __m256i d) {
   return _mm256_permutevar8x32_epi32(abcd, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
-// Largest magnitudes below this count as zero (row scales and block weight scales): 127 / max is
+// Largest magnitudes below this count as zero (query / key group scales, value row scales, block
+// weight scales): 127 / max is
 // then finite, and the products they scale are below any score or output that matters.
 constexpr float kTinyMax = 1e-30f;
 
@@ -243,8 +244,10 @@ inline void qk_i8_tile(const int8_t* qa, const int8_t* qs, int hd, const int32_t
     const __m256 s0 = _mm256_loadu_ps(sk + g * kKB + j0), s1 = _mm256_loadu_ps(sk + g * kKB + j0 + 8);
     for (int r = 0; r < NR; ++r) {
       const __m256 qg = _mm256_set1_ps(sq[r * ng + g]);
-      f[r][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][0]), _mm256_mul_ps(s0, qg), f[r][0]);
-      f[r][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][1]), _mm256_mul_ps(s1, qg), f[r][1]);
+      // (sum x scale_q) x scale_k: a zero sum stays 0 even where the two scales' product would
+      // overflow (group maxima near 1e21).
+      f[r][0] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(acc[r][0]), qg), s0, f[r][0]);
+      f[r][1] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(acc[r][1]), qg), s1, f[r][1]);
     }
   }
   for (int r = 0; r < NR; ++r) {
@@ -260,7 +263,8 @@ void qk_i8_block(const int8_t* qa, const int8_t* qs, int hd, const uint8_t* bloc
   const auto* Kq = reinterpret_cast<const int32_t*>(block);
   const auto* sk = reinterpret_cast<const float*>(block + static_cast<size_t>(kKB) * static_cast<size_t>(hd));
   for (int j0 = 0; j0 < nk16; j0 += 16) {
-    // 3-row tiles (6 accumulators: with 4 rows GCC spilled them), then the 2 or 1 rows left.
+    // 3-row tiles (6 int32 accumulators, which stay in registers, and 6 f32 ones, of which GCC
+    // spills 3 once per 32-dim group; with 4 rows the int32 ones spilled), then the 2 or 1 left.
     int r = 0;
     for (; r + 3 <= nrows; r += 3) {
       const size_t o = static_cast<size_t>(r) * hd;

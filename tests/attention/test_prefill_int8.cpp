@@ -1,13 +1,15 @@
 // The INT8 prefill kernel (PrefillAttention::Int8) against naive double-precision references on
-// random ragged per-head caches (causal and sliding-window masks, GQA/MQA, F32/F16/Q8_0/Q4_0, odd query
-// counts, long rows): (a) against attention with the kernel's quantization done in double — int8
-// queries and keys with one scale per 32 dims, values with one per row, the weights
-// p_j x scale_v_j in 7 bits per block of 64 entries — a tight bound (what is left: the kernel's f32 sums and
-// exponentials, and the rare weight that rounds the other way); (b) against exact attention — the whole int8 error, a
-// loose bound recording its size. Plus: bit-identical for 1 and 2 threads, for any split of the queries into chunks,
-// and on a rerun; queries without visible keys give zeros; a NaN query gives NaN; block weights too small to scale, and
-// a NaN value row no query sees, leave outputs finite and chunk-invariant; one head's entries do not leak into
-// another's; head_dim % 32 != 0 or > 512 runs the exact kernel.
+// random ragged per-head caches (causal and sliding-window masks, GQA/MQA, F32/F16/Q8_0/Q4_0, odd
+// query counts, long rows): (a) against attention with the kernel's quantization done in double —
+// int8 queries and keys with one scale per 32 dims, values with one per row, the weights
+// p_j x scale_v_j in 7 bits per block of 64 entries — a tight bound (what is left: the kernel's
+// f32 sums and exponentials, and the rare weight that rounds the other way); (b) against exact
+// attention — the whole int8 error, a loose bound recording its size. Plus: bit-identical for 1
+// and 2 threads, for any split of the queries into chunks, and on a rerun; queries without
+// visible keys give zeros; a NaN query (in any 32-dim group) gives NaN, a NaN key NaN where it is
+// seen; block weights too small to scale, and a NaN value row no query sees, leave outputs finite
+// and chunk-invariant; one head's entries do not leak into another's; outlier key channels cost
+// only their group; head_dim % 32 != 0 or > 512 runs the exact kernel.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -104,9 +106,13 @@ std::vector<double> int8_reference(const ICase& c, const Built& b, float scale, 
   return out;
 }
 
+// Largest |a - b|; infinite where either is NaN.
 double worst_diff(const std::vector<float>& a, const std::vector<double>& b) {
   double w = 0;
-  for (size_t i = 0; i < a.size(); ++i) w = std::max(w, std::fabs(a[i] - b[i]));
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = std::fabs(a[i] - b[i]);
+    w = std::isnan(d) ? INFINITY : std::max(w, d);
+  }
   return w;
 }
 
@@ -252,21 +258,57 @@ TEST(PrefillInt8, QueriesWithoutVisibleKeysGetZeros) {
 TEST(PrefillInt8, NaNQueryGivesNaNAndLeavesOthersAlone) {
   if (!prefill_attention_supported(PrefillAttention::Int8)) GTEST_SKIP() << "this build has no AVX2";
   const AttentionParams p{4, 2, 64, 0.125f, 0};
-  Built b = small_case(5, {60, 61, 62}, 4);
   const Built clean = small_case(5, {60, 61, 62}, 4);
-  b.q[(1 * 4 + 2) * 64 + 17] = NAN;  // token 1, query head 2 (KV head 1)
+  AttentionWorkspace ws(p, 3, PrefillAttention::Int8);
+  std::vector<float> ref(clean.q.size());
+  attention(p, clean.q.data(), clean.qpos.data(), 3, clean.cache, ref.data(), ws, 2);
+  for (const size_t dim : {17, 50}) {  // the first and the second 32-dim group
+    Built b = small_case(5, {60, 61, 62}, 4);
+    b.q[(1 * 4 + 2) * 64 + dim] = NAN;  // token 1, query head 2 (KV head 1)
+    std::vector<float> out(b.q.size());
+    attention(p, b.q.data(), b.qpos.data(), 3, b.cache, out.data(), ws, 2);
+    for (size_t r = 0; r < 12; ++r)
+      for (size_t d = 0; d < 64; ++d) {
+        const size_t i = r * 64 + d;
+        if (r == 1 * 4 + 2)
+          ASSERT_TRUE(std::isnan(out[i])) << dim << " " << d;
+        else
+          ASSERT_EQ(out[i], ref[i]) << dim << " " << r << " " << d;
+      }
+  }
+}
+
+// A NaN in dim 45 (the second 32-dim group) of KV head 1's key at position 70: the rows of that
+// head whose queries see position 70 are NaN, every other row keeps its bits.
+TEST(PrefillInt8, NaNKeyGivesNaNWhereSeen) {
+  if (!prefill_attention_supported(PrefillAttention::Int8)) GTEST_SKIP() << "this build has no AVX2";
+  const AttentionParams p{4, 2, 64, 0.125f, 0};
+  const std::vector<int32_t> qpos{60, 75, 80};
+  const Built clean = small_case(9, qpos, 4);
+  Built b = small_case(9, qpos, 4);
+  KVHeadCache& hc = b.cache.heads[1];
+  std::vector<float> k(static_cast<size_t>(hc.size()) * 64), v(k.size());
+  for (int64_t j = 0; j < hc.size(); ++j) {
+    hc.key_row(j, k.data() + j * 64);
+    hc.value_row(j, v.data() + j * 64);
+  }
+  k[(70 - 10) * 64 + 45] = NAN;  // keys start at position 10
+  KVHeadCache with_nan(KVType::F16, 64);
+  with_nan.append(hc.size(), hc.positions().data(), k.data(), 64, v.data(), 64);
+  hc = std::move(with_nan);
   AttentionWorkspace ws(p, 3, PrefillAttention::Int8);
   std::vector<float> out(b.q.size()), ref(b.q.size());
   attention(p, b.q.data(), b.qpos.data(), 3, b.cache, out.data(), ws, 2);
   attention(p, clean.q.data(), clean.qpos.data(), 3, clean.cache, ref.data(), ws, 2);
-  for (size_t r = 0; r < 12; ++r)
-    for (size_t d = 0; d < 64; ++d) {
-      const size_t i = r * 64 + d;
-      if (r == 1 * 4 + 2)
-        ASSERT_TRUE(std::isnan(out[i])) << d;
-      else
-        ASSERT_EQ(out[i], ref[i]) << r << " " << d;
-    }
+  for (size_t t = 0; t < 3; ++t)
+    for (size_t h = 0; h < 4; ++h)
+      for (size_t d = 0; d < 64; ++d) {
+        const size_t i = (t * 4 + h) * 64 + d;
+        if (t > 0 && h >= 2)  // KV head 1, queries at 75 and 80
+          ASSERT_TRUE(std::isnan(out[i])) << t << " " << h << " " << d;
+        else
+          ASSERT_EQ(out[i], ref[i]) << t << " " << h << " " << d;
+      }
 }
 
 // Head 0 has 64 keys with infinite values in keys 6..63 (its outputs are inf / NaN, as exact
