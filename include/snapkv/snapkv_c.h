@@ -91,10 +91,10 @@ typedef enum snapkv_prefill_attention {
   SNAPKV_PREFILL_BF16 = 1,  /**< bfloat16 products, f32 sums: 1.4-2.8x faster prefill on AVX512-BF16
                                  CPUs, KL ~0.005 nats vs exact (docs/quality.md); head_dim % 32 == 0,
                                  other models run exact */
-  SNAPKV_PREFILL_INT8 = 2   /**< int8 Q K^T and P V (query / key scales per 32 dims, value scales per row, 7-bit
-                                 weights per block of 64 keys), f32 softmax: for AVX2 CPUs without
-                                 AVX512-BF16 (docs/quality.md, docs/benchmarks.md); head_dim % 32 == 0
-                                 and <= 512, other models run exact */
+  SNAPKV_PREFILL_INT8 = 2   /**< int8 Q K^T and P V (query / key scales per 32 dims, value scales
+                                 per row, 7-bit weights per block of 64 keys), f32 softmax: for AVX2
+                                 CPUs without AVX512-BF16 (docs/quality.md, docs/benchmarks.md);
+                                 head_dim % 32 == 0 and <= 512, other models run exact */
 } snapkv_prefill_attention;
 
 /** Why snapkv_generate ended. */

@@ -108,8 +108,8 @@ inline __m256i pack_i8x32(__m256i a, __m256i b, __m256i c, __m256i d) {
 }
 
 // Largest magnitudes below this count as zero (query / key group scales, value row scales, block
-// weight scales): 127 / max is
-// then finite, and the products they scale are below any score or output that matters.
+// weight scales): 127 / max is then finite, and the products they scale are below any score or
+// output that matters.
 constexpr float kTinyMax = 1e-30f;
 
 // Quantizes x[0..hd) x mul (hd % 32 == 0, mul > 0) to int8: returns the scale s with x mul ~= s q,

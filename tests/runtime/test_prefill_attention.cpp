@@ -1,9 +1,8 @@
 // The prefill attention setting (EngineOptions / WorkspaceOptions::prefill_attention,
 // `--prefill-attn`): the engine's default is Exact, a workspace takes the engine's unless it
 // names its own, a build without AVX512-BF16 refuses BF16 (one without AVX2 Int8) with a clear
-// error, and (where this
-// build runs BF16 / Int8) an engine loaded with BF16 or Int8 prefills and decodes a head_dim-32
-// model with the same top token as an exact one.
+// error, and (where this build runs BF16 / Int8) an engine loaded with BF16 or Int8 prefills and
+// decodes a head_dim-32 model with the same top token as an exact one.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -62,48 +61,39 @@ TEST(PrefillAttention, EngineDefaultIsExactAndWorkspacesFollowIt) {
   }
 }
 
-TEST(PrefillAttention, Bf16EngineOrAClearErrorWithoutIt) {
-  if (!kBF16) {
+// Where this build runs `a`: an engine loaded with it reports it, a workspace takes the engine's
+// unless it names its own, and Engine::from_model keeps it. Elsewhere: loading throws an error
+// naming the setting (`name`) and what the build lacks (`isa`).
+void expect_engine_or_clear_error(PrefillAttention a, const char* name, const char* isa) {
+  if (!prefill_attention_supported(a)) {
     try {
-      (void)load_stories(PrefillAttention::BF16);
-      FAIL() << "BF16 prefill attention loaded on a build without AVX512-BF16";
+      (void)load_stories(a);
+      FAIL() << name << " prefill attention loaded on a build without " << isa;
     } catch (const Error& err) {
       const std::string msg = err.what();
-      EXPECT_NE(msg.find("'bf16'"), std::string::npos) << msg;
-      EXPECT_NE(msg.find("AVX512-BF16"), std::string::npos) << msg;
+      EXPECT_NE(msg.find(std::string("'") + name + "'"), std::string::npos) << msg;
+      EXPECT_NE(msg.find(isa), std::string::npos) << msg;
     }
     return;
   }
-  auto e = load_stories(PrefillAttention::BF16);
-  EXPECT_EQ(e->prefill_attention(), PrefillAttention::BF16);
-  EXPECT_EQ(Workspace(*e).prefill_attention(), PrefillAttention::BF16);  // the engine's
+  auto e = load_stories(a);
+  EXPECT_EQ(e->prefill_attention(), a);
+  EXPECT_EQ(Workspace(*e).prefill_attention(), a);  // the engine's
   WorkspaceOptions wo;
   wo.prefill_attention = PrefillAttention::Exact;  // e.g. a reference run beside it
   EXPECT_EQ(Workspace(*e, wo).prefill_attention(), PrefillAttention::Exact);
   // The same through Engine::from_model.
   EngineOptions o;
-  o.prefill_attention = PrefillAttention::BF16;
-  EXPECT_EQ(Engine::from_model(e->model_ptr(), o)->prefill_attention(), PrefillAttention::BF16);
+  o.prefill_attention = a;
+  EXPECT_EQ(Engine::from_model(e->model_ptr(), o)->prefill_attention(), a);
+}
+
+TEST(PrefillAttention, Bf16EngineOrAClearErrorWithoutIt) {
+  expect_engine_or_clear_error(PrefillAttention::BF16, "bf16", "AVX512-BF16");
 }
 
 TEST(PrefillAttention, Int8EngineOrAClearErrorWithoutIt) {
-  if (!prefill_attention_supported(PrefillAttention::Int8)) {
-    try {
-      (void)load_stories(PrefillAttention::Int8);
-      FAIL() << "INT8 prefill attention loaded on a build without AVX2";
-    } catch (const Error& err) {
-      const std::string msg = err.what();
-      EXPECT_NE(msg.find("'int8'"), std::string::npos) << msg;
-      EXPECT_NE(msg.find("AVX2"), std::string::npos) << msg;
-    }
-    return;
-  }
-  auto e = load_stories(PrefillAttention::Int8);
-  EXPECT_EQ(e->prefill_attention(), PrefillAttention::Int8);
-  EXPECT_EQ(Workspace(*e).prefill_attention(), PrefillAttention::Int8);  // the engine's
-  WorkspaceOptions wo;
-  wo.prefill_attention = PrefillAttention::Exact;
-  EXPECT_EQ(Workspace(*e, wo).prefill_attention(), PrefillAttention::Exact);
+  expect_engine_or_clear_error(PrefillAttention::Int8, "int8", "AVX2");
 }
 
 TEST(PrefillAttention, UnknownValueIsRefused) {
@@ -112,8 +102,8 @@ TEST(PrefillAttention, UnknownValueIsRefused) {
   EXPECT_THROW((void)Engine::load((test::shared_dir() / "models" / "stories260K.gguf").string(), o), Error);
 }
 
-// A model of head_dim 32 (the shapes the BF16 and INT8 kernels take) with 2 query heads per KV head, loaded with
-// `a`. 2 threads.
+// A model of head_dim 32 (the shapes the BF16 and INT8 kernels take) with 2 query heads per KV
+// head, loaded with `a`. 2 threads.
 std::shared_ptr<const Engine> tiny(PrefillAttention a) {
   const fs::path p = fs::temp_directory_path() / ("snapkv_prefill_attn_" + std::to_string(::getpid()) + ".gguf");
   write_synthetic_model(small_q8_kv_config(), p.string());
