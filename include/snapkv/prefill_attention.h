@@ -26,10 +26,11 @@ namespace snapkv {
 ///    to int8 with one f32 scale per 32 dims, value rows with one per row (the largest magnitude
 ///    at 127); the softmax weights p_j x scale_v_j quantized to 7 bits per row and block of 64
 ///    keys; integer dot products exact in int32 (AVX2 vpmaddubsw / vpmaddwd) times the scales;
-///    online softmax in f32. For CPUs without AVX512-BF16: on Zen 3 the int8 dot steps run at 1.5x
-///    the f32 FMA rate (bench_kernels Int8DotPeak vs FmaPeak), need no horizontal sums in this
-///    layout, and prefill attention runs 1.7-2.1x faster than Exact. The logits move by the
-///    rounding (docs/quality.md, "INT8 prefill attention"). Needs a build with AVX2
+///    online softmax in f32. For CPUs without AVX512-BF16: on Zen 3 the int8 dot steps run at
+///    1.1-1.5x the f32 FMA rate (bench_kernels Int8DotPeak vs FmaPeak; the ratio moved between
+///    hosts of that kind), need no horizontal sums in this layout, and prefill attention runs
+///    1.7-2.1x faster than Exact. The logits move by the rounding (docs/quality.md, "INT8
+///    prefill attention"). Needs a build with AVX2
 ///    (prefill_attention_supported) and head_dim % 32 == 0 (at most 512); other shapes run Exact.
 ///    Decode (one query per sequence) is always Exact.
 enum class PrefillAttention { Exact, BF16, Int8 };
