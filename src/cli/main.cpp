@@ -50,10 +50,10 @@ void add_kv_type_option(CLI::App& app, std::string& kv_type, std::string& kv_typ
 /// --prefill-attn of run, serve and eval.
 void add_prefill_attn_option(CLI::App& app, std::string& prefill_attn) {
   app.add_option("--prefill-attn", prefill_attn,
-                 "prefill attention arithmetic: exact (f32), bf16 (bfloat16 dot products, f32 sums; needs "
-                 "AVX512-BF16 and head_dim % 32 == 0, else exact) or int8 (int8 Q K^T and P V, query and key "
-                 "scales per 32 dims, value scales per row, f32 softmax; needs AVX2 and head_dim % 32 == 0, "
-                 "<= 512, else exact)")
+                 "prefill attention arithmetic: exact (f32), bf16 (bfloat16 dot products, f32 sums; a CPU "
+                 "and build with AVX512-BF16, else an error; layers with head_dim % 32 != 0 run exact) or int8 "
+                 "(int8 Q K^T and P V, query and key scales per 32 dims, value scales per row, f32 softmax; a "
+                 "build with AVX2, else an error; layers with head_dim % 32 != 0 or > 512 run exact)")
       ->capture_default_str()
       ->check(prefill_attention_arg());
 }
