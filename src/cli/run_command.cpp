@@ -1,5 +1,6 @@
 // `snapkv run`: prefill (optionally compressing the prompt KV cache), then decode.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -130,19 +131,35 @@ std::string session_app_data(const PromptTokens& p, const std::vector<int32_t>& 
 std::vector<std::vector<int32_t>> session_questions(const RunOptions& o, const Engine& engine,
                                                     const std::string& app_data, int64_t n_context_tokens) {
   const nlohmann::json app = nlohmann::json::parse(app_data, nullptr, false);
-  if (app.is_discarded() || !app.is_object() || app.value("kind", "") != "snapkv run")
+  if (!app.is_object() || !app.contains("kind") || app["kind"] != "snapkv run")
     throw Error(
         fmt::format("--load-session {}: not saved by snapkv run --save-session (no prompt record)", o.load_session));
+  // The record's fields, of the types session_app_data() writes (a file edited by hand is damaged),
+  // and its context length, which must be the session's.
+  bool chat = false;
+  std::string msgs, want;
+  int64_t n_recorded = n_context_tokens;
+  try {
+    chat = app.value("chat", false);
+    msgs = app.value("messages", "");
+    want = app.value("context_sha256", "");
+    n_recorded = app.value("n_context_tokens", n_context_tokens);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(
+        fmt::format("--load-session {}: the session's prompt record is damaged ({})", o.load_session, e.what()));
+  }
+  if (n_recorded != n_context_tokens)
+    throw Error(fmt::format(
+        "--load-session {}: the session's prompt record is damaged (a context of {} tokens; the session holds {})",
+        o.load_session, n_recorded, n_context_tokens));
   const Tokenizer& tok = engine.tokenizer();
   std::vector<std::vector<int32_t>> out;
-  if (!app.value("chat", false)) {
+  if (!chat) {
     for (const std::string& q : o.questions) out.push_back(tok.encode("\n\n" + q, false, false));
     return out;
   }
   const ChatTemplate tmpl = load_chat_template(
       o.chat_flags, [&engine] { return engine.chat_template(); }, tok);
-  const std::string msgs = app.value("messages", "");
-  const std::string want = app.value("context_sha256", "");
   for (const std::string& q : o.questions) {
     const ChatPrompt p = render_chat_prompt(tmpl, o.chat_flags, msgs, q);
     const std::vector<int32_t> ctx = tokenize_chat(tok, p.context, true);
@@ -252,7 +269,6 @@ int run_command(const RunOptions& opt) {
   const KVType kv_type = parse_kv_type(o.kv_type);
   const std::optional<KVType> kv_type_v = parse_kv_type_v(o.kv_type_v, kv_type);
   const PrefillAttention prefill_attn = parse_prefill_attention(o.prefill_attn);
-  check_settings(o);
   ColdTierOptions cold_tier = o.cold_tier.empty() ? ColdTierOptions{} : parse_cold_tier(o.cold_tier);
   const bool loading = !o.load_session.empty();
   if (loading) {
@@ -262,14 +278,23 @@ int run_command(const RunOptions& opt) {
           "--load-session: the context comes from the session; give only --question (not -p, -f, --messages, "
           "--system)");
     if (o.questions.empty()) throw Error("--load-session answers questions about the saved context: give --question");
-    if (o.press.name != "none" || !o.press_spec.empty() || o.budget_set || o.ratio_set)
-      throw Error("--load-session: the press is the saved session's; drop --press / --press-spec / --budget / --ratio");
-    if (kv_type_v) throw Error("--load-session: the KV types are the saved session's; drop --kv-type-v");
+    // Every press setting is the saved session's: name each one given rather than ignore it.
+    std::vector<std::string> press_given = o.press_flags;
+    if (!o.press_spec.empty() || o.press.name != "none") press_given.insert(press_given.begin(), "--press");
+    if (!press_given.empty())
+      throw Error(fmt::format("--load-session: the press and its settings are the saved session's; drop {}",
+                              fmt::join(press_given, ", ")));
+    if (o.kv_type_set || kv_type_v)
+      throw Error(fmt::format("--load-session: the KV types are the saved session's; drop {}",
+                              o.kv_type_set && kv_type_v ? "--kv-type, --kv-type-v"
+                              : o.kv_type_set            ? "--kv-type"
+                                                         : "--kv-type-v"));
     if (cold_tier.enabled && cold_tier.dir.empty())
       throw Error(
           "--load-session: the cold tier's format is the saved one; only --cold-tier disk:DIR (where its rows "
           "go) may be given");
   } else {
+    check_settings(o);
     if (cold_tier.enabled && o.questions.empty() && o.save_session.empty())
       throw Error("--cold-tier serves follow-up questions: give one or more --question (or --save-session)");
     if (cold_tier.enabled && o.press.name == "none" && (o.press_spec.empty() || o.press_spec == "none"))
@@ -308,28 +333,30 @@ int run_command(const RunOptions& opt) {
   const auto press = make_press(press_spec);  // validates the spec
   PromptTokens prompt;
   if (loading) {
-    prompt.context.assign(static_cast<size_t>(loaded->n_past()), 0);  // the ids are not saved, only counted
-    prompt.questions = std::move(session_q);
+    prompt.questions = std::move(session_q);  // the context's ids are not saved, only counted (n_context)
   } else {
     prompt = build_prompt(o, *engine, press->question_window());
   }
-  const std::vector<int32_t> ctx_tokens = std::move(prompt.context);
+  const std::vector<int32_t> ctx_tokens = std::move(prompt.context);  // empty when loading
   const std::vector<std::vector<int32_t>> questions = std::move(prompt.questions);
-  if (ctx_tokens.empty()) throw Error("the prompt tokenized to zero tokens");
+  // Tokens of the context: the document's, or the loaded session's positions.
+  const int64_t n_context = loading ? loaded->n_past() : static_cast<int64_t>(ctx_tokens.size());
+  if (n_context == 0)
+    throw Error(loading ? "--load-session: the session holds no context" : "the prompt tokenized to zero tokens");
   size_t longest_question = 0;
   for (const auto& q : questions) longest_question = std::max(longest_question, q.size());
   const std::vector<int32_t> no_question;
   const std::vector<int32_t>& q_tokens = questions.empty() ? no_question : questions[0];
-  const int64_t n_prompt = static_cast<int64_t>(ctx_tokens.size() + q_tokens.size());
+  const int64_t n_prompt = n_context + static_cast<int64_t>(q_tokens.size());
   // As before the library learned to keep too-short prompts whole: a ratio that leaves fewer
   // tokens than the window, or a window not shorter than the prompt, is an error on the CLI.
-  if (flags_mode && o.press.name != "none") press_capacity(o.press, static_cast<int64_t>(ctx_tokens.size()));
+  if (flags_mode && o.press.name != "none") press_capacity(o.press, n_context);
 
   const int64_t n_ctx_train = engine->info().n_ctx_train;
   const int64_t n_ctx = loading ? loaded->n_ctx() : o.n_ctx > 0 ? o.n_ctx : n_ctx_train;
-  if (static_cast<int64_t>(ctx_tokens.size() + longest_question) > n_ctx) {
+  if (n_context + static_cast<int64_t>(longest_question) > n_ctx) {
     throw Error(fmt::format("prompt of {} tokens does not fit the context of {} tokens (-c)",
-                            ctx_tokens.size() + longest_question, n_ctx));
+                            n_context + static_cast<int64_t>(longest_question), n_ctx));
   }
   SequenceOptions so;
   so.n_ctx = o.n_ctx;
@@ -385,7 +412,7 @@ int run_command(const RunOptions& opt) {
         const SequenceStats& ds = seq->stats();
         write_stdout(nlohmann::json{{"model", model_path},
                                     {"session", o.save_session},
-                                    {"n_context_tokens", ctx_tokens.size()},
+                                    {"n_context_tokens", n_context},
                                     {"prefill_ms", doc_ms},
                                     {"press_spec", press->spec().to_string()},
                                     {"compressed", ds.compressed},
@@ -398,7 +425,7 @@ int run_command(const RunOptions& opt) {
                          .dump() +
                      "\n");
       } else {
-        fmt::print(stderr, "snapkv: saved the context ({} tokens, {} KV bytes hot, {} cold) to {}\n", ctx_tokens.size(),
+        fmt::print(stderr, "snapkv: saved the context ({} tokens, {} KV bytes hot, {} cold) to {}\n", n_context,
                    seq->stats().kv_cache_bytes, seq->stats().kv_cold_bytes, o.save_session);
       }
       return 0;
@@ -421,7 +448,7 @@ int run_command(const RunOptions& opt) {
     if (answers.empty()) return 0;  // the reader went away
     // The top-level fields describe the first question as a one-question run always did.
     r = answers[0].result;
-    r.n_context_tokens = static_cast<int64_t>(ctx_tokens.size());
+    r.n_context_tokens = n_context;
     r.ttft_ms += doc_ms;
     r.prefill_ms += doc_ms;
     r.prefill_tokens_per_s = r.prefill_ms > 0 ? static_cast<double>(n_prompt) * 1000.0 / r.prefill_ms : 0.0;
@@ -432,8 +459,7 @@ int run_command(const RunOptions& opt) {
   }
 
   if (dump_file) {
-    write_dump_file(std::move(dump_file), o.dump_kept,
-                    kept_json(*seq, o, static_cast<int64_t>(ctx_tokens.size())).dump() + "\n");
+    write_dump_file(std::move(dump_file), o.dump_kept, kept_json(*seq, o, n_context).dump() + "\n");
   }
 
   if (o.profile) {
@@ -447,7 +473,7 @@ int run_command(const RunOptions& opt) {
     j["model"] = model_path;
     j["arch"] = engine->info().arch;
     j["n_prompt_tokens"] = n_prompt;
-    j["n_context_tokens"] = ctx_tokens.size();
+    j["n_context_tokens"] = n_context;
     j["n_question_tokens"] = q_tokens.size();
     j["n_generated_tokens"] = r.tokens.size();
     j["generated_token_ids"] = r.tokens;
@@ -474,14 +500,14 @@ int run_command(const RunOptions& opt) {
     j["window_used"] = st.window;  // the observation window W the press used (0: it did not compress)
     j["n_question_span_tokens"] = prompt.question_span;
     if (flags_mode) {
-      j["budget"] = o.press.name == "none" ? 0 : press_capacity(o.press, static_cast<int64_t>(ctx_tokens.size()));
+      j["budget"] = o.press.name == "none" ? 0 : press_capacity(o.press, n_context);
       j["compression_ratio"] = o.ratio_set ? nlohmann::json(o.press.compression_ratio) : nlohmann::json(nullptr);
       j["window"] = o.press.window;
       j["kernel"] = o.press.kernel;
       j["pool"] = pool_name(o.press.pool);
     } else {
       // From the spec: the capacity the press used (the prompt length when it kept everything).
-      j["budget"] = st.compressed ? st.budget : static_cast<int64_t>(ctx_tokens.size());
+      j["budget"] = st.compressed ? st.budget : n_context;
       auto key = [&canonical](const char* k) -> nlohmann::json {
         const auto v = canonical.get(k);
         if (!v) return nlohmann::json(nullptr);

@@ -4,6 +4,7 @@
 // --save-session / --load-session: a context saved by one process answers questions in another
 // exactly as one process answers them; on SmolLM2 (chat), a saved document with two numbers
 // answers both questions with re-selection, while plain SnapKV's one selection loses them.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "cli_runner.h"
+#include "snapkv/snapkv.h"
 
 namespace snapkv::test {
 namespace {
@@ -128,7 +130,14 @@ TEST(CliFollowUp, SavedSessionAnswersAsOneProcessDoes) {
   };
   err({"run", "-m", stories(), "--load-session", file.string(), "-p", "x", "--question", "Q"}, "only --question");
   err({"run", "-m", stories(), "--load-session", file.string(), "--press", "tova", "--question", "Q"},
-      "the press is the saved session's");
+      "the press and its settings are the saved session's; drop --press");
+  // Press settings and KV types given beside a session are named, never silently ignored (nor
+  // answered with advice to add a --press that would be refused in turn).
+  err({"run", "-m", stories(), "--load-session", file.string(), "--budget", "40", "--question", "Q"}, "drop --budget");
+  err({"run", "-m", stories(), "--load-session", file.string(), "--window", "4", "--span-gap", "2", "--question", "Q"},
+      "drop --window, --span-gap");
+  err({"run", "-m", stories(), "--load-session", file.string(), "--kv-type", "f32", "--question", "Q"},
+      "the KV types are the saved session's; drop --kv-type");
   err({"run", "-m", stories(), "--load-session", file.string()}, "give --question");
   err({"run", "-m", stories(), "--load-session", file.string(), "--cold-tier", "f16", "--question", "Q"}, "disk:DIR");
   err({"run", "-m", (shared_dir() / "models" / "llama-2-tiny-random.gguf").string(), "--load-session", file.string(),
@@ -136,6 +145,49 @@ TEST(CliFollowUp, SavedSessionAnswersAsOneProcessDoes) {
       "another model");
   std::filesystem::resize_file(file, std::filesystem::file_size(file) - 7);
   err({"run", "-m", stories(), "--load-session", file.string(), "--question", "Q"}, "damaged");
+  std::filesystem::remove(file);
+}
+
+TEST(CliFollowUp, ALoadedSessionsPromptRecordIsChecked) {
+  // The prompt record --save-session writes (the session's app data) edited by hand, the file's
+  // checksum made right again: badly typed fields, or a context length other than the session's
+  // positions (a file claiming ~2^30 positions once made the CLI fill a 4 GB placeholder), are
+  // clear errors; the record as written answers.
+  const auto engine = Engine::load(stories(), EngineOptions{});
+  Workspace ws(*engine);
+  auto seq = engine->new_sequence(SequenceOptions{});
+  const std::vector<int32_t> ids = engine->tokenizer().encode(kDocument, true, false);
+  engine->prefill(*seq, ids, PrefillOptions{}, ws);
+  const auto file = session_path("record");
+  auto load_with = [&](const json& record) {
+    save_session(*engine, *seq, file.string(), record.dump());
+    return run_cli({"run", "-m", stories(), "--load-session", file.string(), "--question", "Who?", "-n", "2", "--temp",
+                    "0", "-t", "1", "--json"});
+  };
+  const json good = {{"kind", "snapkv run"}, {"chat", false}, {"messages", ""}, {"n_context_tokens", ids.size()}};
+  const auto ok = load_with(good);
+  ASSERT_EQ(ok.rc, 0) << ok.err;
+  EXPECT_EQ(json::parse(ok.out)["n_context_tokens"], ids.size());
+  auto damaged = [&](json record, const std::string& needle) {
+    const auto r = load_with(record);
+    EXPECT_EQ(r.rc, 1) << record.dump();
+    EXPECT_NE(r.err.find("prompt record is damaged"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+  };
+  json bad = good;
+  bad["chat"] = "yes";
+  damaged(bad, "boolean");
+  bad = good;
+  bad["messages"] = 5;
+  damaged(bad, "string");
+  bad = good;
+  bad["n_context_tokens"] = ids.size() + 1;
+  damaged(bad, fmt::format("a context of {} tokens; the session holds {}", ids.size() + 1, ids.size()));
+  bad = good;
+  bad["kind"] = 7;
+  const auto other = load_with(bad);
+  EXPECT_EQ(other.rc, 1);
+  EXPECT_NE(other.err.find("no prompt record"), std::string::npos) << other.err;
   std::filesystem::remove(file);
 }
 
