@@ -200,8 +200,9 @@ CompletionRequest parse_completion_request(std::string_view text, Endpoint endpo
         throw bad_request("invalid_value", fmt::format("'messages[{}].role' must be a string", i));
       const std::string rs = role->get<std::string>();
       if (rs != "system" && rs != "user" && rs != "assistant" && rs != "developer")
-        throw bad_request("invalid_value",
-                          fmt::format("'messages[{}].role' must be system, user or assistant, got '{}'", i, rs));
+        throw bad_request(
+            "invalid_value",
+            fmt::format("'messages[{}].role' must be system, developer, user or assistant, got '{}'", i, rs));
       const json* content = field(m, "content");
       if (content == nullptr) throw bad_request("invalid_value", fmt::format("'messages[{}].content' is required", i));
       r.messages.push_back({rs == "developer" ? "system" : rs, message_content(*content, i)});

@@ -71,6 +71,12 @@ TEST(Request, ChatMessages) {
   EXPECT_EQ(r.messages[1].content, "Hi there");
   EXPECT_EQ(r.max_tokens, 9);
   EXPECT_EQ(error_of(R"({"messages":[{"role":"wizard","content":"x"}]})", Endpoint::ChatCompletions).first, 400);
+  try {
+    parse(R"({"messages":[{"role":"wizard","content":"x"}]})", Endpoint::ChatCompletions);
+    ADD_FAILURE() << "role 'wizard' accepted";
+  } catch (const ApiError& e) {  // names every role accepted, developer included
+    EXPECT_NE(std::string(e.what()).find("system, developer, user or assistant"), std::string::npos) << e.what();
+  }
   EXPECT_EQ(error_of(R"({"messages":[]})", Endpoint::ChatCompletions).first, 400);
   EXPECT_EQ(error_of(R"({"messages":"hi"})", Endpoint::ChatCompletions).second, "invalid_type");
   EXPECT_EQ(error_of(R"({"prompt":"hi"})", Endpoint::ChatCompletions).second, "missing_field");
@@ -118,6 +124,11 @@ TEST(Request, PressExtension) {
   EXPECT_EQ(r.press.name, "snapkv");
   EXPECT_EQ(r.press.get("budget"), "256");
   EXPECT_EQ(r.press.get("window"), "16");
+  // A value may be a string, read as in a spec string (docs/server.md); a bad one is still a 400.
+  r = parse(R"({"prompt":"a","kv_compression":{"press":"snapkv","budget":"64","pool":"max"}})");
+  EXPECT_EQ(r.press.get("budget"), "64");
+  EXPECT_EQ(r.press.get("pool"), "max");
+  EXPECT_EQ(error_of(R"({"prompt":"a","kv_compression":{"press":"snapkv","budget":"64x"}})").first, 400);
   r = parse(R"({"prompt":"a","kv_compression":"pyramidkv:budget=128"})");
   EXPECT_EQ(r.press.name, "pyramidkv");
   EXPECT_EQ(r.press.get("budget"), "128");
