@@ -287,10 +287,11 @@ void add_eval_options(CLI::App& ev, snapkv::cli::EvalOptions& o) {
                    ->capture_default_str()
                    ->check(non_empty("--press-grid NAMES"));
   ps->excludes(grid);
-  ev.add_option("--ratios", o.ratios, "compression ratios of the grid (fraction of the prompt removed)")
-      ->capture_default_str();
-  ev.add_option("--budgets", o.budgets,
-                "budgets of the grid (tokens kept per KV head); given alone, the grid has no --ratios");
+  // The grid's settings mean nothing beside whole specs: an error, not silently dropped.
+  ps->excludes(ev.add_option("--ratios", o.ratios, "compression ratios of the grid (fraction of the prompt removed)")
+                   ->capture_default_str());
+  ps->excludes(ev.add_option("--budgets", o.budgets,
+                             "budgets of the grid (tokens kept per KV head); given alone, the grid has no --ratios"));
   ev.add_option("--protocol", o.protocol,
                 "aware (question in the window), agnostic (context compressed alone), multi (several questions after "
                 "one compression), reselect (multi with a cold tier: each question re-selects; issue 10), followup "

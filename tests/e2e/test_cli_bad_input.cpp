@@ -143,6 +143,13 @@ TEST(CliBadFlags, OutOfRangeWrongTypeAndEmptyValues) {
       {{"tokenize", "-m", stories()}, {"no text to tokenize", "-p TEXT", "-f FILE"}, 1},
       {{"tokenize", "-m", stories(), "-p", "hi", "-f", "x.txt"}, {"--prompt", "excludes", "--file"}, 2},
       {{"tokenize", "-m", stories(), "-f", ""}, {"--file", "must not be empty"}, 2},
+      // The grid's --ratios / --budgets beside whole --presses specs were silently dropped.
+      {{"eval", "-m", stories(), "--out", "/nonexistent/eval", "--presses", "snapkv:budget=64", "--ratios", "-5"},
+       {"--presses", "excludes", "--ratios"},
+       2},
+      {{"eval", "-m", stories(), "--out", "/nonexistent/eval", "--presses", "snapkv:budget=64", "--budgets", "0"},
+       {"--presses", "excludes", "--budgets"},
+       2},
   };
   for (const auto& c : cases) expect_one_line_error(c);
 }
