@@ -29,6 +29,7 @@ struct RunOptions {
   bool ignore_eos = false;
   std::string kv_type = "f16";
   bool kv_type_set = false;            ///< --kv-type given (a loaded session's types are its own)
+  bool press_set = false;              ///< --press given (even "none": a loaded session's press is its own)
   std::string kv_type_v;               ///< --kv-type-v ("": kv_type)
   std::string prefill_attn = "exact";  ///< --prefill-attn exact|bf16|int8
   bool json = false;

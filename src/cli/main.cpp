@@ -427,6 +427,7 @@ int main(int argc, char** argv) {
     collect_press_flags(*run, run_opt);
     collect_press_flags(*serve, serve_opt.press);
     run_opt.kv_type_set = run->count("--kv-type") > 0;
+    run_opt.press_set = run->count("--press") > 0;
   } catch (const CLI::CallForHelp& e) {
     return finish_stdout(app.exit(e));
   } catch (const CLI::CallForAllHelp& e) {

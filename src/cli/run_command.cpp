@@ -143,7 +143,12 @@ std::vector<std::vector<int32_t>> session_questions(const RunOptions& o, const E
     chat = app.value("chat", false);
     msgs = app.value("messages", "");
     want = app.value("context_sha256", "");
-    n_recorded = app.value("n_context_tokens", n_context_tokens);
+    if (app.contains("n_context_tokens")) {
+      if (!app["n_context_tokens"].is_number_integer())
+        throw Error(fmt::format("--load-session {}: the session's prompt record is damaged (n_context_tokens {})",
+                                o.load_session, app["n_context_tokens"].dump()));
+      n_recorded = app["n_context_tokens"].get<int64_t>();
+    }
   } catch (const nlohmann::json::exception& e) {
     throw Error(
         fmt::format("--load-session {}: the session's prompt record is damaged ({})", o.load_session, e.what()));
@@ -266,11 +271,18 @@ int run_command(const RunOptions& opt) {
     o.press.budget = 0;
     o.press.compression_ratio = -1;
   }
+  const bool loading = !o.load_session.empty();
+  // A loaded session's KV types are its own: named before the types are parsed (--kv-type-v
+  // alone would otherwise be checked against the default f16 keys).
+  if (loading && (o.kv_type_set || !o.kv_type_v.empty()))
+    throw Error(fmt::format("--load-session: the KV types are the saved session's; drop {}",
+                            o.kv_type_set && !o.kv_type_v.empty() ? "--kv-type, --kv-type-v"
+                            : o.kv_type_set                       ? "--kv-type"
+                                                                  : "--kv-type-v"));
   const KVType kv_type = parse_kv_type(o.kv_type);
   const std::optional<KVType> kv_type_v = parse_kv_type_v(o.kv_type_v, kv_type);
   const PrefillAttention prefill_attn = parse_prefill_attention(o.prefill_attn);
   ColdTierOptions cold_tier = o.cold_tier.empty() ? ColdTierOptions{} : parse_cold_tier(o.cold_tier);
-  const bool loading = !o.load_session.empty();
   if (loading) {
     if (!o.prompt.empty() || !o.prompt_file.empty() || !o.chat_flags.messages_file.empty() ||
         !o.chat_flags.system.empty())
@@ -280,15 +292,15 @@ int run_command(const RunOptions& opt) {
     if (o.questions.empty()) throw Error("--load-session answers questions about the saved context: give --question");
     // Every press setting is the saved session's: name each one given rather than ignore it.
     std::vector<std::string> press_given = o.press_flags;
-    if (!o.press_spec.empty() || o.press.name != "none") press_given.insert(press_given.begin(), "--press");
+    if (o.press_set || !o.press_spec.empty() || o.press.name != "none")
+      press_given.insert(press_given.begin(), "--press");
     if (!press_given.empty())
       throw Error(fmt::format("--load-session: the press and its settings are the saved session's; drop {}",
                               fmt::join(press_given, ", ")));
-    if (o.kv_type_set || kv_type_v)
-      throw Error(fmt::format("--load-session: the KV types are the saved session's; drop {}",
-                              o.kv_type_set && kv_type_v ? "--kv-type, --kv-type-v"
-                              : o.kv_type_set            ? "--kv-type"
-                                                         : "--kv-type-v"));
+    if (!o.dump_kept.empty())
+      throw Error(
+          "--load-session: the saved session was compressed when it was saved; --dump-kept logs a "
+          "compression of this run: drop --dump-kept");
     if (cold_tier.enabled && cold_tier.dir.empty())
       throw Error(
           "--load-session: the cold tier's format is the saved one; only --cold-tier disk:DIR (where its rows "

@@ -138,6 +138,13 @@ TEST(CliFollowUp, SavedSessionAnswersAsOneProcessDoes) {
       "drop --window, --span-gap");
   err({"run", "-m", stories(), "--load-session", file.string(), "--kv-type", "f32", "--question", "Q"},
       "the KV types are the saved session's; drop --kv-type");
+  err({"run", "-m", stories(), "--load-session", file.string(), "--kv-type-v", "q4_0", "--question", "Q"},
+      "the KV types are the saved session's; drop --kv-type-v");
+  err({"run", "-m", stories(), "--load-session", file.string(), "--compression-ratio", "0.5", "--question", "Q"},
+      "drop --compression-ratio");
+  err({"run", "-m", stories(), "--load-session", file.string(), "--press", "none", "--question", "Q"}, "drop --press");
+  err({"run", "-m", stories(), "--load-session", file.string(), "--dump-kept", "kept.json", "--question", "Q"},
+      "drop --dump-kept");
   err({"run", "-m", stories(), "--load-session", file.string()}, "give --question");
   err({"run", "-m", stories(), "--load-session", file.string(), "--cold-tier", "f16", "--question", "Q"}, "disk:DIR");
   err({"run", "-m", (shared_dir() / "models" / "llama-2-tiny-random.gguf").string(), "--load-session", file.string(),
@@ -183,6 +190,13 @@ TEST(CliFollowUp, ALoadedSessionsPromptRecordIsChecked) {
   bad = good;
   bad["n_context_tokens"] = ids.size() + 1;
   damaged(bad, fmt::format("a context of {} tokens; the session holds {}", ids.size() + 1, ids.size()));
+  bad = good;
+  bad["n_context_tokens"] = 1.5;
+  damaged(bad, "n_context_tokens 1.5");
+  json no_count = good;  // a record without the count (hand-made) still loads
+  no_count.erase("n_context_tokens");
+  const auto loads = load_with(no_count);
+  EXPECT_EQ(loads.rc, 0) << loads.err;
   bad = good;
   bad["kind"] = 7;
   const auto other = load_with(bad);
