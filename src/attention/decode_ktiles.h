@@ -11,7 +11,8 @@
 // FMAs and conversions (consistent with Zen 4 issuing one 512-bit FMA per cycle, shuffles beside
 // it); a CPU with two 512-bit FMA units (Intel Xeon) is where the shuffles may bind instead.
 // The AVX2 form (Zen 3, 2026-12-06): scores 1.26-1.30x (SmolLM2 shape) and 1.05-1.12x (Gemma 3),
-// the whole block 1.03-1.09x and 0.99-1.01x (docs/benchmarks.md, "K^T tiles: a prototype").
+// the whole block 1.03-1.09x and 0.99-1.01x (docs/benchmarks.md, "K^T tiles: a prototype"); in
+// session 50, 10 runs: scores 1.36-1.38x and 1.47-1.51x, the block 1.08-1.11x and 1.11-1.16x.
 //
 // Why: with key rows, a score q . k_j ends in a 16-lane register that has to be summed
 // across its lanes (core/hsum16.h), ~10 512-bit shuffles and adds per key at the SmolLM2 shape
