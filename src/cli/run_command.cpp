@@ -159,6 +159,11 @@ std::vector<std::vector<int32_t>> session_questions(const RunOptions& o, const E
         o.load_session, n_recorded, n_context_tokens));
   const Tokenizer& tok = engine.tokenizer();
   std::vector<std::vector<int32_t>> out;
+  if (!chat && (o.chat || !o.chat_flags.template_flag.empty() || !o.chat_flags.tools_file.empty()))
+    throw Error(
+        fmt::format("--load-session {}: the session's prompt was saved as plain text, not a chat; drop "
+                    "--chat / --chat-template / --tools",
+                    o.load_session));
   if (!chat) {
     for (const std::string& q : o.questions) out.push_back(tok.encode("\n\n" + q, false, false));
     return out;

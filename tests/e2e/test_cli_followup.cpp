@@ -145,6 +145,8 @@ TEST(CliFollowUp, SavedSessionAnswersAsOneProcessDoes) {
   err({"run", "-m", stories(), "--load-session", file.string(), "--press", "none", "--question", "Q"}, "drop --press");
   err({"run", "-m", stories(), "--load-session", file.string(), "--dump-kept", "kept.json", "--question", "Q"},
       "drop --dump-kept");
+  err({"run", "-m", stories(), "--load-session", file.string(), "--chat", "--question", "Q"},
+      "saved as plain text, not a chat");
   err({"run", "-m", stories(), "--load-session", file.string()}, "give --question");
   err({"run", "-m", stories(), "--load-session", file.string(), "--cold-tier", "f16", "--question", "Q"}, "disk:DIR");
   err({"run", "-m", (shared_dir() / "models" / "llama-2-tiny-random.gguf").string(), "--load-session", file.string(),
