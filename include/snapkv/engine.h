@@ -81,6 +81,11 @@ class Engine {
   /// An engine over a model already loaded (internal type, src/model/model.h; for tools and
   /// tests that build models themselves). Loads the tokenizer from the model's GGUF. Same errors.
   static std::shared_ptr<const Engine> from_model(std::shared_ptr<const Model> model, const EngineOptions& opt = {});
+  /// The checks load() and from_model() make of `opt` before any file is read: throws
+  /// snapkv::Error for a bad thread count or a prefill_attention this build or CPU does not run.
+  /// For callers that must refuse such options before they do anything else (`snapkv serve`
+  /// checks them before it binds its port).
+  static void check_options(const EngineOptions& opt);
 
   ~Engine();
   Engine(const Engine&) = delete;

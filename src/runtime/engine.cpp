@@ -21,10 +21,7 @@ size_t ModelInfo::kv_bytes_per_token(KVType k, KVType v) const {
   return static_cast<size_t>(n_layer) * static_cast<size_t>(n_head_kv) * kv_entry_bytes(k, v, head_dim);
 }
 
-namespace {
-
-// The checks of EngineOptions shared by load (before the file is read) and from_model.
-void check_engine_options(const EngineOptions& opt) {
+void Engine::check_options(const EngineOptions& opt) {
   if (opt.n_threads < 0 || opt.n_threads > 4096)
     throw Error(fmt::format("engine: thread count {} must be in [0, 4096] (0: all cores)", opt.n_threads));
   if (opt.prefill_attention != PrefillAttention::Exact && opt.prefill_attention != PrefillAttention::BF16 &&
@@ -38,16 +35,14 @@ void check_engine_options(const EngineOptions& opt) {
         opt.prefill_attention == PrefillAttention::Int8 ? "AVX2" : "AVX512-BF16"));
 }
 
-}  // namespace
-
 std::shared_ptr<const Engine> Engine::load(const std::string& path, const EngineOptions& opt) {
-  check_engine_options(opt);
+  check_options(opt);
   return from_model(Model::load(path), opt);
 }
 
 std::shared_ptr<const Engine> Engine::from_model(std::shared_ptr<const Model> model, const EngineOptions& opt) {
   if (!model) throw Error("engine: no model");
-  check_engine_options(opt);
+  check_options(opt);
   std::shared_ptr<Engine> e(new Engine());
   e->model_ = std::move(model);
   const std::string path = e->model_->gguf().path();

@@ -545,6 +545,12 @@ int run_server(const ServerOptions& opt) {
   http.set_write_timeout(10, 0);
   http.set_keep_alive_timeout(5);
   routes(http, sh);
+  EngineOptions eo;
+  eo.n_threads = opt.n_threads;
+  eo.prefill_attention = opt.prefill_attention;
+  // Options the engine would refuse are refused before the port is bound and "listening" logged
+  // (the model itself loads after the bind, so that /health can answer "loading").
+  Engine::check_options(eo);
   if (!http.bind_to_port(opt.host, opt.port))
     throw Error(fmt::format("cannot listen on {}:{} (in use, or not an address of this machine)", opt.host, opt.port));
   std::thread listener([&http] { http.listen_after_bind(); });
@@ -552,9 +558,6 @@ int run_server(const ServerOptions& opt) {
 
   int rc = 0;
   try {
-    EngineOptions eo;
-    eo.n_threads = opt.n_threads;
-    eo.prefill_attention = opt.prefill_attention;
     sh.engine = Engine::load(opt.model_path, eo);
     (void)sh.engine->tokenizer();  // a model without a tokenizer cannot serve text
     const KVType kv_v = opt.scheduler.kv_type_v.value_or(opt.scheduler.kv_type);

@@ -154,6 +154,16 @@ TEST(CliBadFlags, OutOfRangeWrongTypeAndEmptyValues) {
   for (const auto& c : cases) expect_one_line_error(c);
 }
 
+// `serve --prefill-attn bf16` on a CPU or build without AVX512-BF16 logged "listening on ..."
+// before the engine refused it; the option is now refused before the port is bound.
+TEST(CliBadFlags, ServeRefusesAnUnsupportedPrefillAttentionBeforeListening) {
+  const auto probe = run_cli(run_args({"--prefill-attn", "bf16"}));
+  if (probe.rc == 0) GTEST_SKIP() << "this CPU and build run --prefill-attn bf16";
+  ASSERT_NE(probe.err.find("'bf16' is not supported"), std::string::npos) << probe.err;
+  expect_one_line_error(
+      {{"serve", "-m", stories(), "--prefill-attn", "bf16"}, {"'bf16' is not supported", "AVX512-BF16"}, 1});
+}
+
 TEST(CliBadFlags, SubcommandErrors) {
   expect_one_line_error({{}, {"subcommand"}, 2});
   // Was "A subcommand is required", not naming the typo.
