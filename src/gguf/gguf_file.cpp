@@ -155,7 +155,9 @@ GGUFFile GGUFFile::open(const std::string& path) {
   GGUFFile f;
   Impl& m = *f.impl_;
   m.name = path;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever, before the
+  // regular-file check below could refuse it (regular files ignore the flag).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw Error(fmt::format("{}: cannot open GGUF file: {}", path, std::strerror(errno)));
   struct stat st {};
   if (::fstat(fd, &st) != 0) {

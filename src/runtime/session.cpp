@@ -124,7 +124,9 @@ class SessionWriter {
 class SessionReader {
  public:
   explicit SessionReader(const std::string& path) : path_(path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever, before the
+    // check below could refuse it (regular files ignore the flag).
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) throw Error(fmt::format("session file '{}': cannot open it: {}", path, std::strerror(errno)));
     struct stat st {};
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

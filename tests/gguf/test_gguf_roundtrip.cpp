@@ -2,6 +2,7 @@
 // typed getters and their errors, open() on disk, and the Q8_0 quantizer.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -216,6 +217,12 @@ TEST(GGUFRoundTrip, OpenErrors) {
   std::string msg = error_of([&] { (void)GGUFFile::open(missing); });
   EXPECT_EQ(msg.rfind(missing + ": cannot open", 0), 0u) << msg;
   msg = error_of([] { (void)GGUFFile::open(std::filesystem::temp_directory_path().string()); });
+  EXPECT_NE(msg.find("not a regular file"), std::string::npos) << msg;
+  // A FIFO with no writer: refused at once (opening it blocked forever before).
+  const auto fifo = std::filesystem::temp_directory_path() / ("snapkv_fifo_" + std::to_string(::getpid()) + ".gguf");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  msg = error_of([&] { (void)GGUFFile::open(fifo.string()); });
+  std::filesystem::remove(fifo);
   EXPECT_NE(msg.find("not a regular file"), std::string::npos) << msg;
   const auto empty = std::filesystem::temp_directory_path() / ("snapkv_empty_" + std::to_string(::getpid()) + ".gguf");
   {

@@ -5,6 +5,7 @@
 // crafted with a valid checksum (it is not a MAC) whose header lies; a failed save keeps the file
 // that was there.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -203,6 +204,15 @@ TEST(Session, DamagedForeignAndMissingFilesAreClearErrors) {
   expect_error(bytes + "extra", "damaged");
   EXPECT_THROW(load_session(*e, (d.path / "missing.snkv").string()), Error);
   EXPECT_THROW(load_session(*e, d.path.string()), Error);  // a directory
+  // A FIFO with no writer: refused at once (opening it blocked forever before).
+  const std::string fifo = (d.path / "fifo.snkv").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  try {
+    (void)load_session(*e, fifo);
+    ADD_FAILURE() << "a FIFO loaded as a session";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("not a regular file"), std::string::npos) << err.what();
+  }
 
   // Another model: a synthetic llama of other weights.
   SyntheticModelConfig cfg;
