@@ -73,10 +73,11 @@ void sample_answer(const Engine& engine, Sequence& seq, std::span<const float> l
   TokenStreamDecoder stream(tok);
   StopFilter filter(opt.stop);
   bool cancelled = false;
+  // The final call (id -1) is made after a cancel too: it carries the text held back for tokens
+  // already generated (and counted), as GenerateOptions::on_token promises; its return is ignored.
   auto emit = [&](int32_t id, const std::string& piece) {
-    if (cancelled) return;
     const std::string out = id >= 0 ? filter.push(piece) : filter.push(piece) + filter.rest();
-    if (opt.on_token && !opt.on_token(id, out)) cancelled = true;
+    if (opt.on_token && !opt.on_token(id, out) && id >= 0) cancelled = true;
   };
 
   Batch batch;
@@ -115,7 +116,7 @@ void sample_answer(const Engine& engine, Sequence& seq, std::span<const float> l
   if (!filter.stopped()) {
     emit(-1, stream.flush());
     if (filter.stopped()) res.stop_reason = StopReason::StopString;
-  } else if (opt.on_token && !cancelled) {
+  } else if (opt.on_token) {
     opt.on_token(-1, filter.rest());
   }
   res.text = filter.text();

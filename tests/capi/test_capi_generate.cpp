@@ -215,6 +215,7 @@ TEST(CApiGenerate, PressStatisticsStopStringsAndCancel) {
   EXPECT_EQ(r.n_tokens, 5);
   EXPECT_EQ(r.n_prompt_tokens, 280 + 9);
   EXPECT_EQ(c.tokens.size(), 5u);
+  EXPECT_EQ(c.final_calls, 1);  // the final call comes after a cancel too
   ASSERT_EQ(snapkv_sequence_stats(g.get(), &st), SNAPKV_OK);
   EXPECT_EQ(st.compressed, 1);
 

@@ -88,6 +88,48 @@ TEST(Generate, CancelLimitsAndErrors) {
     EXPECT_EQ(r.tokens.size(), 5u);
   }
   {
+    // Cancelled while text is held back (the start of a stop string): the final call still comes
+    // and brings it, so the stream holds all of the result's text (it ended without it before).
+    std::vector<std::string> after;  // the text streamed after each token of a plain run
+    {
+      auto seq = e->new_sequence({});
+      GenerateOptions o = greedy(12);
+      std::string text;
+      o.on_token = [&](int32_t id, std::string_view t) {
+        text += t;
+        if (id >= 0) after.push_back(text);
+        return true;
+      };
+      (void)generate(*e, *seq, ids, {}, o, ws);
+    }
+    int checked = 0;
+    for (size_t k = 1; k < after.size(); ++k) {
+      const char last = after[k - 1].empty() ? '\0' : after[k - 1].back();
+      if (last == '\0' || static_cast<unsigned char>(last) >= 0x80) continue;
+      auto seq = e->new_sequence({});
+      GenerateOptions o = greedy(12);
+      o.stop = {std::string(1, last) + "\x01 never"};  // held back after token k, never matched
+      std::string streamed;
+      int n = 0, finals = 0;
+      o.on_token = [&](int32_t id, std::string_view t) {
+        streamed += t;
+        if (id < 0) {
+          ++finals;
+          return false;  // ignored on the final call
+        }
+        return ++n < static_cast<int>(k);
+      };
+      const GenerateResult r = generate(*e, *seq, ids, {}, o, ws);
+      EXPECT_EQ(r.stop_reason, StopReason::Cancelled) << k;
+      EXPECT_EQ(r.tokens.size(), k);
+      EXPECT_EQ(finals, 1) << k;
+      EXPECT_EQ(streamed, r.text) << k;
+      EXPECT_EQ(r.text, after[k - 1]) << k;
+      ++checked;
+    }
+    EXPECT_GT(checked, 3);
+  }
+  {
     auto seq = e->new_sequence({});
     const GenerateResult r = generate(*e, *seq, ids, {}, greedy(0), ws);
     EXPECT_TRUE(r.tokens.empty());
