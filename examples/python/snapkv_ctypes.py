@@ -116,6 +116,34 @@ _SIGNATURES = {
 
 _libs = {}
 
+# Ranges of the integer types of the signatures: ctypes itself wraps a Python int that does not
+# fit (2**32 + 5 as a c_int32 is 5), which would slip past the C API's own range checks.
+_INT_RANGES = {ctypes.c_int32: (-2**31, 2**31 - 1), ctypes.c_int: (-2**31, 2**31 - 1),
+               ctypes.c_int64: (-2**63, 2**63 - 1), ctypes.c_uint64: (0, 2**64 - 1),
+               ctypes.c_size_t: (0, 2**(8 * ctypes.sizeof(ctypes.c_size_t)) - 1)}
+
+
+def _fit(value: int, ctype, what: str) -> int:
+    """value if it fits ctype (an integer type of _INT_RANGES), else ValueError naming `what`."""
+    lo, hi = _INT_RANGES[ctype]
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{what} must be an int, not {type(value).__name__}")
+    if not lo <= value <= hi:
+        raise ValueError(f"{what} {value} is outside the range of {ctype.__name__} [{lo}, {hi}]")
+    return value
+
+
+def _checked(name: str, fn, argtypes):
+    """fn with every integer argument checked against its C type's range first."""
+    ints = [(i, t) for i, t in enumerate(argtypes) if t in _INT_RANGES]
+
+    def call(*args):
+        for i, t in ints:
+            if i < len(args) and isinstance(args[i], int) and not isinstance(args[i], bool):
+                _fit(args[i], t, f"{name}: argument {i + 1}")
+        return fn(*args)
+    return call
+
 
 def load_library(path: Optional[str] = None) -> ctypes.CDLL:
     """The C library with every function's signature declared (loaded once per path)."""
@@ -127,6 +155,7 @@ def load_library(path: Optional[str] = None) -> ctypes.CDLL:
         for name, (res, args) in _SIGNATURES.items():
             fn = getattr(lib, name)
             fn.restype, fn.argtypes = res, args
+            setattr(lib, name, _checked(name, fn, args))
         _libs[path] = lib
     return _libs[path]
 
@@ -137,7 +166,8 @@ def _check(lib: ctypes.CDLL, status: int) -> None:
 
 
 def _ids(tokens: Seq[int]):
-    return (ctypes.c_int32 * len(tokens))(*tokens)
+    """Token ids as a C int32 array (ValueError for an id outside int32, which ctypes would wrap)."""
+    return (ctypes.c_int32 * len(tokens))(*[_fit(t, ctypes.c_int32, "token id") for t in tokens])
 
 
 @dataclass
@@ -155,9 +185,10 @@ class Engine:
     """A loaded model (snapkv_engine). Safe to share between threads."""
 
     def __init__(self, path: str, n_threads: int = 0, lib: Optional[str] = None, prefill_attention: str = "exact"):
-        """prefill_attention: "exact" (default) or "bf16" (AVX512-BF16 CPUs; see snapkv_c.h)."""
+        """prefill_attention: "exact" (default), "bf16" (AVX512-BF16 CPUs) or "int8" (AVX2); see
+        snapkv_c.h, snapkv_prefill_attention."""
         self.lib = load_library(lib)
-        modes = {"exact": 0, "bf16": 1}
+        modes = {"exact": 0, "bf16": 1, "int8": 2}
         if prefill_attention not in modes:
             raise ValueError(f"prefill_attention must be one of {sorted(modes)}, not {prefill_attention!r}")
         h = _P()
@@ -325,7 +356,10 @@ class Sequence:
         """Prefill + sampling on an empty sequence. on_token(token, text) is called for every token
         (and once with token -1 and the held-back rest); returning True stops the generation."""
         p = self.lib.snapkv_generate_params_default()
-        p.n_predict, p.temp, p.top_k, p.top_p, p.seed = n_predict, temp, top_k, top_p, seed
+        p.n_predict = _fit(n_predict, ctypes.c_int64, "n_predict")
+        p.top_k = _fit(top_k, ctypes.c_int32, "top_k")
+        p.seed = _fit(seed, ctypes.c_uint64, "seed")
+        p.temp, p.top_p = temp, top_p
         p.ignore_eos = 1 if ignore_eos else 0
         press_b = press.encode() if press else None
         p.press = press_b
@@ -333,7 +367,7 @@ class Sequence:
         p.stop, p.n_stop = stops, len(stop)
         q = _ids(question)
         p.question, p.n_question = q, len(question)
-        p.prompt_question_tokens = prompt_question_tokens
+        p.prompt_question_tokens = _fit(prompt_question_tokens, ctypes.c_size_t, "prompt_question_tokens")
         gen = Generation()
         raised = []
 

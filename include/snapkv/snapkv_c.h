@@ -189,7 +189,9 @@ SNAPKV_API snapkv_status snapkv_tokenize(const snapkv_engine* engine, const char
 SNAPKV_API snapkv_status snapkv_token_to_piece(const snapkv_engine* engine, int32_t token, int render_special,
                                                char* buf, size_t capacity, size_t* len) SNAPKV_NOEXCEPT;
 /** The text of n_tokens ids (a leading space of the first piece dropped, as the tokenizer adds
- *  it), NUL-terminated as snapkv_token_to_piece. May end in an incomplete UTF-8 character. */
+ *  it), NUL-terminated as snapkv_token_to_piece. The bytes of byte tokens are copied as they
+ *  are, so the text may hold invalid UTF-8 anywhere, not only an incomplete last character
+ *  (snapkv_generate's callback gets U+FFFD for such bytes instead). */
 SNAPKV_API snapkv_status snapkv_detokenize(const snapkv_engine* engine, const int32_t* tokens, size_t n_tokens,
                                            int render_special, char* buf, size_t capacity, size_t* len) SNAPKV_NOEXCEPT;
 /** *is_eog = 1 if `token` ends generation (EOS, end-of-turn tokens), else 0.
@@ -258,7 +260,11 @@ SNAPKV_API snapkv_status snapkv_decode(snapkv_sequence* seq, int32_t token, cons
  *  must be >= n * n_vocab (else SNAPKV_ERR_BUFFER_TOO_SMALL, nothing run). At most 512 rows.
  *  Errors: as snapkv_decode for any row (then nothing changed), SNAPKV_ERR_INVALID_ARGUMENT
  *  for NULL seqs/tokens/elements, n == 0, sequences of different engines, rows of one sequence
- *  that are not consecutive. */
+ *  that are not consecutive. Logits equal snapkv_decode's bit for bit for F32/F16/BF16 weights;
+ *  with quantized weights a step of 8 or more rows (12 for the K-quants and 16 for Q8_0 on AVX2)
+ *  takes other matmul kernels, whose logits differ from snapkv_decode's by f32 rounding
+ *  (docs/design.md); SNAPKV_TOKEN_LANES=0 in the environment keeps the decode kernels (the same
+ *  bits; slower prefill). */
 SNAPKV_API snapkv_status snapkv_decode_batch(snapkv_sequence* const* seqs, const int32_t* tokens, size_t n,
                                              float* logits, size_t capacity) SNAPKV_NOEXCEPT;
 
@@ -275,7 +281,8 @@ typedef struct snapkv_stats {
   int64_t n_prompt_tokens;      /**< tokens of the compressed (or first) prompt */
   double prefill_ms;            /**< wall time of the prefills (compression included) */
   double compression_ms;        /**< time inside the press and compaction */
-  const char* press;            /**< the press applied (canonical spec), "none" if none */
+  const char* press;            /**< the press requested for the prompt (canonical spec), "none" if
+                                     none; `compressed` says whether it removed entries */
   const char* compression_note; /**< why a requested press did not compress, else "" */
   int32_t window;               /**< observation window W the press used (tokens); 0 if it did not compress */
   uint64_t kv_cold_bytes;       /**< bytes of the cold tier (issue 10), 0 without; forks share it */
@@ -313,7 +320,7 @@ SNAPKV_API snapkv_status snapkv_session_save(const snapkv_sequence* seq, const c
 /** Restores a sequence saved by snapkv_session_save with the same model into *out. cold_dir:
  *  NULL or "" keeps the cold tier in RAM, else a directory for its file. n_ctx: positions the
  *  restored sequence may hold, 0 = the saved sequence's (must be >= the positions it holds).
- *  Errors: SNAPKV_ERR_INVALID_ARGUMENT (NULL engine/path/out, negative n_ctx), SNAPKV_ERR_IO
+ *  Errors: SNAPKV_ERR_INVALID_ARGUMENT (NULL engine/path/out, n_ctx negative or above 2^30), SNAPKV_ERR_IO
  *  (missing, damaged or foreign file: another model, not a session, another format version; an
  *  n_ctx below the positions held; a cold_dir where no file can be created). */
 SNAPKV_API snapkv_status snapkv_session_load(const snapkv_engine* engine, const char* path, const char* cold_dir,

@@ -171,6 +171,9 @@ snapkv_status snapkv_session_load(const snapkv_engine* engine, const char* path,
   if (path == nullptr) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "path is NULL");
   if (out == nullptr) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "out is NULL");
   if (n_ctx < 0) return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "n_ctx " + std::to_string(n_ctx) + " is negative");
+  // The bound of snapkv_sequence_new, refused as it is there (it came back as an IO error).
+  if (n_ctx > (int64_t{1} << 30))
+    return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "n_ctx " + std::to_string(n_ctx) + " is above 2^30");
   return guarded(fn, SNAPKV_ERR_IO, [&] {
     snapkv::SessionLoadOptions lo;
     if (cold_dir != nullptr) lo.cold_dir = cold_dir;

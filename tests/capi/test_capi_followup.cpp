@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -115,6 +116,11 @@ TEST(CApiFollowUp, SavedAndLoadedSessionReselectsAsTheOriginal) {
   EXPECT_EQ(snapkv_session_load(e.get(), file.c_str(), nullptr, 0, &bad), SNAPKV_ERR_IO);
   EXPECT_EQ(snapkv_session_load(e.get(), nullptr, nullptr, 0, &bad), SNAPKV_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(snapkv_session_load(e.get(), file.c_str(), nullptr, -1, &bad), SNAPKV_ERR_INVALID_ARGUMENT);
+  // Above 2^30, as snapkv_sequence_new refuses it (was SNAPKV_ERR_IO).
+  EXPECT_EQ(snapkv_session_load(e.get(), file.c_str(), nullptr, (int64_t{1} << 30) + 1, &bad),
+            SNAPKV_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(snapkv_last_error()).find("2^30"), std::string::npos) << snapkv_last_error();
+  EXPECT_EQ(snapkv_session_load(e.get(), file.c_str(), nullptr, INT64_MAX, &bad), SNAPKV_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(snapkv_session_save(doc.get(), nullptr), SNAPKV_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(snapkv_session_save(doc.get(), "/nonexistent/dir/s.snkv"), SNAPKV_ERR_IO);
   EXPECT_EQ(snapkv_sequence_new_cold(e.get(), 0, SNAPKV_KV_F16, "int4", &bad), SNAPKV_ERR_INVALID_ARGUMENT);

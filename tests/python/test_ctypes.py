@@ -59,6 +59,14 @@ def main() -> int:
             assert out.tokens == GOLDEN, out.tokens
     except sk.SnapkvError as err:
         assert err.status == "invalid_argument" and "AVX512-BF16" in err.message, err
+    # int8 likewise (needs AVX2); stories260K's head_dim 8 runs the exact kernel.
+    try:
+        with sk.Engine(a.model, n_threads=1, lib=a.lib, prefill_attention="int8") as eng:
+            seq = eng.new_sequence(n_ctx=64)
+            out = seq.generate(eng.tokenize("Once upon a time"), n_predict=len(GOLDEN), temp=0, ignore_eos=True)
+            assert out.tokens == GOLDEN, out.tokens
+    except sk.SnapkvError as err:
+        assert err.status == "invalid_argument" and "AVX2" in err.message, err
 
     with sk.Engine(a.model, n_threads=2, lib=a.lib) as eng:
         assert eng.info["arch"] == "llama" and eng.n_vocab == 512, eng.info
@@ -68,6 +76,16 @@ def main() -> int:
         assert eng.detokenize(ids[1:]) == "Once upon a time"
         assert eng.is_eog(eng.info["eos"]) and not eng.is_eog(403)
         expect_error("invalid_argument", eng.token_to_piece, 512)
+        # Integers that do not fit the C types raise ValueError (ctypes would wrap 2**32 + 5 to 5,
+        # past the C API's range checks).
+        for fn, args, kwargs in [(eng.is_eog, (2**32 + 2,), {}), (eng.token_to_piece, (2**32 + 403,), {}),
+                                 (eng.detokenize, ([1, 2**32 + 9],), {}), (eng.new_sequence, (), {"n_ctx": 2**64 + 16}),
+                                 (eng.is_eog, (-2**31 - 1,), {})]:
+            try:
+                fn(*args, **kwargs)
+                raise AssertionError(f"{fn.__name__}{args} {kwargs} was accepted")
+            except ValueError as err:
+                assert "outside the range" in str(err), err
 
         # Greedy generation with streaming: llama.cpp's tokens, streamed text == result text.
         seq = eng.new_sequence()
@@ -91,6 +109,19 @@ def main() -> int:
             if i + 1 < 20:
                 logits = seq.decode(manual[-1])
         assert manual == GOLDEN, manual
+
+        n_past = seq.n_past
+        try:
+            seq.decode(2**32 + 5)
+            raise AssertionError("decode(2**32 + 5) was accepted")
+        except ValueError as err:
+            assert "outside the range" in str(err), err
+        assert seq.n_past == n_past
+        try:
+            seq.generate(ids, n_predict=2**63)
+            raise AssertionError("n_predict 2**63 was accepted")
+        except ValueError as err:
+            assert "n_predict" in str(err), err
 
         # Batched decode of a fork and the original: identical rows (same cache, same token).
         fork = seq.fork()
