@@ -133,7 +133,7 @@ SNAPKV_API const char* snapkv_last_error(void) SNAPKV_NOEXCEPT;
  *  n_threads: OpenMP threads of every model call on this engine, 0 = all cores, at most 4096.
  *  The threads start at the first model call; where the system cannot start them (a process,
  *  memory or pids limit), libgomp ends the process with "Thread creation failed", which no
- *  status can report: keep n_threads at or below the cores (more only slows each call down). */
+ *  status can report: keep n_threads at or below the cores (more only slows each call down).
  *  On success *out is the new engine (free it with snapkv_engine_free).
  *  Errors: SNAPKV_ERR_INVALID_ARGUMENT (NULL path/out, bad n_threads), SNAPKV_ERR_IO (missing
  *  or unreadable file, bad GGUF, unsupported architecture or tensor type). */

@@ -88,6 +88,7 @@ Scheduler::Submit Scheduler::submit(const std::shared_ptr<Job>& job) {
     std::lock_guard lk(m_);
     if (stopping_) return Submit::ShuttingDown;
     if (!budget_.could_fit(bytes)) return Submit::TooLarge;
+    drop_cancelled_locked();  // abandoned jobs do not count against --max-queue
     if (queue_.size() >= opt_.max_queue) {
       // A full queue still lets a job in that can start right now (nothing waits before it).
       const bool now = queue_.empty() && n_running_ < opt_.max_running && budget_.could_fit(bytes) &&
@@ -120,17 +121,27 @@ void Scheduler::stop(Clock::time_point deadline) {
   if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
 }
 
+void Scheduler::finish_queued_locked(const std::shared_ptr<Job>& job, JobResult r) {
+  r.n_prompt_tokens = static_cast<int64_t>(job->prompt.size());
+  metrics_.request_finished(r.finish_reason, r.n_prompt_tokens, 0, -1.0, seconds_between(job->submitted, Clock::now()));
+  job->finish(std::move(r));
+}
+
+void Scheduler::drop_cancelled_locked() {
+  std::erase_if(queue_, [this](const std::shared_ptr<Job>& j) {
+    if (!j->cancelled()) return false;
+    JobResult r;
+    r.finish_reason = "cancelled";
+    finish_queued_locked(j, std::move(r));
+    return true;
+  });
+}
+
 // Under m_: moves queued jobs into admitted_ in FIFO order while the head fits.
 void Scheduler::admit_locked() {
+  drop_cancelled_locked();
   while (!queue_.empty()) {
     const std::shared_ptr<Job>& head = queue_.front();
-    if (head->cancelled()) {
-      JobResult r;
-      r.finish_reason = "cancelled";
-      head->finish(std::move(r));
-      queue_.pop_front();
-      continue;
-    }
     if (n_running_ >= opt_.max_running) break;
     const size_t bytes = head->kv.reserve();
     if (!budget_.try_reserve(bytes)) break;
@@ -250,7 +261,7 @@ void Scheduler::loop() {
           r.finish_reason = "error";
           r.error_status = 503;
           r.error_message = "the server is shutting down";
-          j->finish(std::move(r));
+          finish_queued_locked(j, std::move(r));
         }
         queue_.clear();
       }

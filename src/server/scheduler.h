@@ -75,6 +75,12 @@ class Scheduler {
   struct Running;
   void loop();
   void admit_locked();
+  /// Under m_: ends a job that never ran (cancelled while queued, or refused at shutdown) with
+  /// `r` and counts it in the metrics as a finished request.
+  void finish_queued_locked(const std::shared_ptr<Job>& job, JobResult r);
+  /// Under m_: ends every queued job whose client has gone, wherever it waits in the queue, so
+  /// that it holds no --max-queue slot.
+  void drop_cancelled_locked();
   void finish(Running& r, std::string reason, int error_status = 0, std::string error = {});
   /// Starts a session request's prefill: the question on a fork of the stored context if there
   /// is one, else the context itself (stored when done, then the question follows).

@@ -315,6 +315,51 @@ TEST(Scheduler, StopEndsQueuedAndRunningJobs) {
   s.reset();  // the thread has exited: the destructor's stop() joins nothing
 }
 
+// A client that goes away while its job waits frees its --max-queue slot wherever the job sits in
+// the queue (only the head's was freed before: a later request got 429 queue_full), and the job
+// counts as a finished, cancelled request; jobs refused at shutdown count too.
+TEST(Scheduler, CancelledQueuedJobsFreeTheirQueueSlots) {
+  const auto e = stories();
+  Metrics metrics;
+  SchedulerOptions so = options();
+  so.max_running = 1;
+  so.max_queue = 2;
+  so.debug_step_delay_ms = 2;  // the running job outlasts the test's waits
+  auto s = std::make_unique<Scheduler>(e, so, metrics);
+  const auto job = [&](int i) { return make_job(*e, story(i, 3), 400, "none", true, 70 + i); };
+  const auto running = job(0);
+  ASSERT_EQ(s->submit(running), Scheduler::Submit::Queued);
+  for (int i = 0; i < 400 && metrics.running() < 1; ++i) std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(metrics.running(), 1);
+  const auto head = job(1), behind = job(2);
+  ASSERT_EQ(s->submit(head), Scheduler::Submit::Queued);
+  ASSERT_EQ(s->submit(behind), Scheduler::Submit::Queued);
+  EXPECT_EQ(s->submit(job(3)), Scheduler::Submit::QueueFull);
+  s->cancel(behind);  // not at the head: the head still waits for the running job
+  std::string text;
+  for (int i = 0; i < 100 && !behind->take(text, 50ms); ++i) {
+  }
+  ASSERT_TRUE(behind->take(text, 0ms));
+  EXPECT_EQ(behind->result().finish_reason, "cancelled");
+  EXPECT_EQ(behind->result().n_generated_tokens, 0);
+  const auto next = job(4);
+  EXPECT_EQ(s->submit(next), Scheduler::Submit::Queued);  // was QueueFull
+  EXPECT_NE(metrics.render().find("snapkv_requests_finished_total{reason=\"cancelled\"} 1\n"), std::string::npos)
+      << metrics.render();
+  s->stop(Clock::now());
+  for (const auto& j : {running, head, next})
+    while (!j->take(text, 50ms)) {
+    }
+  EXPECT_EQ(head->result().error_status, 503);
+  EXPECT_EQ(next->result().error_status, 503);
+  // The two refused at shutdown count as errors; the running one was cancelled at the deadline.
+  EXPECT_NE(metrics.render().find("snapkv_requests_finished_total{reason=\"error\"} 2\n"), std::string::npos)
+      << metrics.render();
+  EXPECT_NE(metrics.render().find("snapkv_requests_finished_total{reason=\"cancelled\"} 2\n"), std::string::npos)
+      << metrics.render();
+  s.reset();
+}
+
 /// A session job (server.cpp's make_job for "session"): context + question, the press planned on
 /// the context, the question appended like generated tokens.
 std::shared_ptr<Job> session_job(const Engine& e, const std::string& id, const std::vector<int32_t>& context,
