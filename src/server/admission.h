@@ -26,9 +26,19 @@ struct KvProjection {
 ///                         then + max_tokens;
 ///   sliding-window layer (window w, slack s = ModelInfo::window_slack): min(n, w - 1), then at
 ///                         most min(n + max_tokens, w - 1 + s) (decode trims only past the slack);
-///   prefill peak: max over l of (layers before l after prefill) + n tokens of layer l.
+///   prefill peak: max over l of (layers before l after prefill) + n tokens of layer l; with a
+///                 press that allocates unevenly across layers (alloc=pyramid in plan.spec: the
+///                 early layers keep more, the totals are the same), the layers before l are
+///                 bounded by min(2 C l, C L_c - W (L_c - l)) over the L_c compressed layers (each
+///                 keeps at least its window W and at most 2 C);
+///   reselect_tokens q > 0 (a question prefilled after the compressed prompt with re-selection
+///                 from the cold tier, PrefillOptions::reselect): every layer holds its kept
+///                 entries plus q while one compressed layer is restored whole (n + q), so the
+///                 peak is also at least after_prefill + L q + (n - the fewest a compressed layer
+///                 keeps) tokens' bytes.
+/// Then max_tokens counts q too (the question is held uncompressed, as generated tokens are).
 KvProjection project_kv(const ModelInfo& info, KVType k_type, KVType v_type, int64_t n_prompt, int64_t max_tokens,
-                        const PressPlanSummary& plan);
+                        const PressPlanSummary& plan, int64_t reselect_tokens = 0);
 
 /// Bytes reserved against a budget (0 = unlimited). Not thread-safe: the scheduler calls it under
 /// its lock.

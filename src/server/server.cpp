@@ -204,7 +204,7 @@ std::shared_ptr<Job> make_job(Shared& sh, const std::string& body, Endpoint ep) 
     // The question is appended uncompressed after the compressed context, as generated tokens
     // are; a re-selection restores one compressed layer whole at a time, as the prefill did.
     job->kv = project_kv(engine.info(), sh.opt->scheduler.kv_type, kv_v, n_compressed,
-                         job->max_tokens + (n_prompt - n_compressed), job->plan);
+                         job->max_tokens + (n_prompt - n_compressed), job->plan, n_prompt - n_compressed);
     job->fingerprint = fmt::format("{}|{}", job->req.press.to_string(),
                                    sha256_hex(std::string_view(reinterpret_cast<const char*>(job->prompt.data()),
                                                                static_cast<size_t>(n_compressed) * sizeof(int32_t))));

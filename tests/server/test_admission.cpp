@@ -128,6 +128,52 @@ TEST(Admission, GemmaSequenceStaysWithinItsProjection) {
   }
 }
 
+// A compressed prompt and then a question that re-selects from the cold tier (a session request:
+// server.cpp passes the question as reselect_tokens) never hold more KV bytes than admission
+// reserves, nor does PyramidKV's prefill, whose early layers keep more than the budget. Before,
+// the re-selection's peak (one layer restored whole next to every layer's question entries) went
+// past the reservation, by the whole --kv-memory-budget in a server run.
+TEST(Admission, ReselectionAndUnevenBudgetsStayWithinTheProjection) {
+  const auto e = Engine::load((test::shared_dir() / "models" / "stories260K.gguf").string());
+  const ModelInfo& mi = e->info();
+  const int64_t n_ctx_tokens = 300, n_gen = 6;
+  std::mt19937_64 rng(11);
+  std::vector<int32_t> prompt(static_cast<size_t>(n_ctx_tokens));
+  for (auto& t : prompt) t = static_cast<int32_t>(3 + rng() % static_cast<uint64_t>(mi.n_vocab - 3));
+  prompt[0] = 1;  // BOS
+  for (const int64_t q : {int64_t{16}, int64_t{200}})
+    for (const char* spec : {"snapkv:budget=64,window=8", "pyramidkv:budget=64,window=8", "tova:budget=40,window=8"}) {
+      const PressSpec press = PressSpec::parse(spec);
+      const PressPlanSummary plan = plan_press_spec(press, n_ctx_tokens);
+      ASSERT_TRUE(plan.compress) << spec;
+      std::vector<int32_t> question(static_cast<size_t>(q));
+      for (auto& t : question) t = static_cast<int32_t>(3 + rng() % static_cast<uint64_t>(mi.n_vocab - 3));
+      Workspace ws(*e);
+      {  // the prompt alone
+        const KvProjection proj = project_kv(mi, KVType::F16, KVType::F16, n_ctx_tokens, n_gen, plan);
+        auto seq = e->new_sequence({});
+        PrefillOptions po;
+        po.press = press;
+        (void)e->prefill(*seq, prompt, po, ws);
+        EXPECT_LE(seq->stats().peak_kv_cache_bytes, proj.reserve()) << spec;
+        EXPECT_EQ(seq->stats().kv_cache_bytes, proj.after_prefill) << spec;
+      }
+      const KvProjection proj = project_kv(mi, KVType::F16, KVType::F16, n_ctx_tokens, n_gen + q, plan, q);
+      SequenceOptions so;
+      so.cold_tier = parse_cold_tier("int8");
+      auto seq = e->new_sequence(so);
+      PrefillOptions po;
+      po.press = press;
+      (void)e->prefill(*seq, prompt, po, ws);
+      PrefillOptions pq;
+      pq.reselect = true;
+      (void)e->prefill(*seq, question, pq, ws);
+      EXPECT_EQ(seq->stats().n_reselections, 1) << spec;
+      EXPECT_LE(seq->stats().peak_kv_cache_bytes, proj.reserve()) << spec << " q " << q;
+      EXPECT_LE(seq->stats().kv_cache_bytes, proj.final_bytes) << spec << " q " << q;
+    }
+}
+
 TEST(Admission, Budget) {
   KvBudget b(1000);
   EXPECT_TRUE(b.could_fit(1000));
