@@ -66,13 +66,53 @@ int64_t get_int(const json& v, const std::string& name, int64_t lo, int64_t hi) 
     x = v.get<int64_t>();
   } else if (v.is_number_float()) {
     const double d = v.get<double>();
-    if (!std::isfinite(d) || d != std::floor(d) || d < -9.0e18 || d > 9.0e18) throw wrong_type(name, "an integer", v);
+    if (!std::isfinite(d) || d != std::floor(d)) throw wrong_type(name, "an integer", v);
+    // An integer too large for 64 bits arrives as a float: out of range, not of the wrong type.
+    if (d < -9.0e18 || d > 9.0e18) throw out_of_range(name, fmt::format("in [{}, {}]", lo, hi), fmt::format("{}", d));
     x = static_cast<int64_t>(d);
   } else {
     throw wrong_type(name, "an integer", v);
   }
   if (x < lo || x > hi) throw out_of_range(name, fmt::format("in [{}, {}]", lo, hi), std::to_string(x));
   return x;
+}
+
+/// OpenAI fields that would change what the answer is, which this server does not implement:
+/// refused with 400 `unsupported_parameter` rather than ignored (a client that asks for JSON, a
+/// tool call or log-probabilities would otherwise get plain text and no sign of it). Their
+/// neutral values (false, 0, "text", "none" / "auto", empty lists and objects) are accepted.
+void refuse_unsupported(const json& body) {
+  auto refuse = [](const std::string& what) {
+    return bad_request("unsupported_parameter", fmt::format("{} is not supported by this server", what));
+  };
+  const auto nonzero = [](const json& v) { return v.is_number() && v.get<double>() != 0.0; };
+  if (const json* v = field(body, "logprobs"); v != nullptr && ((v->is_boolean() && v->get<bool>()) || nonzero(*v)))
+    throw refuse("'logprobs'");
+  if (const json* v = field(body, "top_logprobs"); v != nullptr && nonzero(*v)) throw refuse("'top_logprobs'");
+  if (const json* v = field(body, "response_format")) {
+    const json* type = v->is_object() ? field(*v, "type") : nullptr;
+    if (type == nullptr || !type->is_string()) throw wrong_type("response_format", "an object with a 'type'", *v);
+    if (type->get<std::string>() != "text")
+      throw refuse(fmt::format("'response_format' of type '{}' (only 'text')", type->get<std::string>()));
+  }
+  if (const json* v = field(body, "tools"); v != nullptr && !(v->is_array() && v->empty())) throw refuse("'tools'");
+  if (const json* v = field(body, "functions"); v != nullptr && !(v->is_array() && v->empty()))
+    throw refuse("'functions'");
+  if (const json* v = field(body, "tool_choice");
+      v != nullptr && !(v->is_string() && (v->get<std::string>() == "none" || v->get<std::string>() == "auto")))
+    throw refuse("'tool_choice' other than \"none\" or \"auto\"");
+  for (const char* key : {"presence_penalty", "frequency_penalty"})
+    if (const json* v = field(body, key)) {
+      if (!v->is_number()) throw wrong_type(key, "a number", *v);
+      const double x = v->get<double>();
+      if (!(x >= -2.0 && x <= 2.0)) throw out_of_range(key, "in [-2, 2]", fmt::format("{}", x));
+      if (x != 0.0) throw refuse(fmt::format("a non-zero '{}'", key));
+    }
+  if (const json* v = field(body, "logit_bias"); v != nullptr && !(v->is_object() && v->empty()))
+    throw refuse("'logit_bias'");
+  if (const json* v = field(body, "echo"); v != nullptr && v->is_boolean() && v->get<bool>()) throw refuse("'echo'");
+  if (const json* v = field(body, "best_of"); v != nullptr && !(v->is_number() && v->get<double>() == 1.0))
+    throw refuse("'best_of' other than 1");
 }
 
 double get_number(const json& v, const std::string& name) {
@@ -212,6 +252,7 @@ CompletionRequest parse_completion_request(std::string_view text, Endpoint endpo
   if (const json* n = field(body, "n");
       n != nullptr && get_int(*n, "n", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()) != 1)
     throw bad_request("invalid_value", "'n' must be 1: one choice per request is supported");
+  refuse_unsupported(body);
   for (const char* key : {"max_tokens", "max_completion_tokens"})
     if (const json* v = field(body, key)) r.max_tokens = get_int(*v, key, 1, kMaxTokensLimit);
   if (const json* v = field(body, "temperature")) {

@@ -660,9 +660,14 @@ def hostile_cases():
               (chat, J({"messages": [{"role": "user", "content": "b" * 66000}]}), 413, "payload_too_large")]
     # Unknown fields are ignored: these succeed.
     cases += [(cmpl, J({**ok, "unknown_field": [1, 2, {"x": None}]}), 200, None),
-              (cmpl, J({**ok, "logit_bias": {"50256": -100}, "user": "u-1", "frequency_penalty": 0, "zzz": "\u00e9"}), 200, None),
+              (cmpl, J({**ok, "logit_bias": {}, "user": "u-1", "frequency_penalty": 0, "zzz": "\u00e9"}), 200, None),
               (cmpl, J({**ok, "kv_compression": None, "stop": None, "seed": None}), 200, None),
               (cmpl, J({**ok, "prompt": ["Once upon a time"], "max_completion_tokens": 2}), 200, None)]
+    # Fields that would change the answer and are not implemented: refused, not ignored.
+    cases += [(cmpl, J({**ok, "logit_bias": {"50256": -100}}), 400, "unsupported_parameter"),
+              (chat, J({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_object"}}),
+               400, "unsupported_parameter"),
+              (chat, J({"messages": [{"role": "user", "content": "hi"}], "logprobs": True}), 400, "unsupported_parameter")]
     return cases
 
 

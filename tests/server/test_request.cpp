@@ -97,8 +97,10 @@ TEST(Request, MalformedAndWrongTypes) {
   EXPECT_EQ(error_of(R"({"prompt":"a","max_tokens":"5"})").second, "invalid_type");
   EXPECT_EQ(error_of(R"({"prompt":"a","max_tokens":-1})").second, "invalid_value");
   EXPECT_EQ(error_of(R"({"prompt":"a","max_tokens":0})").second, "invalid_value");
-  EXPECT_EQ(error_of(R"({"prompt":"a","max_tokens":1e300})").second, "invalid_type");
-  EXPECT_EQ(error_of(R"({"prompt":"a","max_tokens":99999999999999999999999})").first, 400);
+  // Integral but beyond 64 bits (JSON parsers hand such integers over as floats): out of range.
+  EXPECT_EQ(error_of(R"({"prompt":"a","max_tokens":1e300})").second, "invalid_value");
+  EXPECT_EQ(error_of(R"({"prompt":"a","max_tokens":99999999999999999999999})").second, "invalid_value");
+  EXPECT_EQ(error_of(R"({"prompt":"a","seed":18446744073709551616})").second, "invalid_value");
   EXPECT_EQ(error_of(R"({"prompt":"a","max_tokens":2.5})").second, "invalid_type");
   EXPECT_EQ(error_of(R"({"prompt":"a","temperature":-0.1})").second, "invalid_value");
   EXPECT_EQ(error_of(R"({"prompt":"a","temperature":"hot"})").second, "invalid_type");
@@ -117,6 +119,42 @@ TEST(Request, MalformedAndWrongTypes) {
   // 16.0 is an integer as JSON numbers go.
   EXPECT_EQ(parse(R"({"prompt":"a","max_tokens":16.0})").max_tokens, 16);
   EXPECT_EQ(parse(R"({"prompt":"a","seed":-1})").sampling.seed, ~uint64_t{0});
+}
+
+// OpenAI fields that would change the answer and are not implemented are refused, not ignored
+// (they were ignored: a client asking for JSON or log-probabilities got plain text); their
+// neutral values pass.
+TEST(Request, UnsupportedParametersAreRefused) {
+  for (const char* extra : {
+           R"("logprobs":true)",
+           R"("logprobs":5)",
+           R"("top_logprobs":2)",
+           R"("response_format":{"type":"json_object"})",
+           R"("response_format":{"type":"json_schema","json_schema":{}})",
+           R"("response_format":{"type":"bogus"})",
+           R"("tools":[{"type":"function","function":{"name":"f"}}])",
+           R"("functions":[{"name":"f"}])",
+           R"("tool_choice":"required")",
+           R"("tool_choice":{"type":"function","function":{"name":"f"}})",
+           R"("presence_penalty":0.5)",
+           R"("frequency_penalty":-1)",
+           R"("logit_bias":{"50256":-100})",
+           R"("echo":true)",
+           R"("best_of":3)",
+       }) {
+    const std::string body = std::string(R"({"prompt":"a",)") + extra + "}";
+    EXPECT_EQ(error_of(body), std::make_pair(400, std::string("unsupported_parameter"))) << body;
+  }
+  for (const char* extra : {R"("logprobs":false)", R"("logprobs":0)", R"("top_logprobs":0)",
+                            R"("response_format":{"type":"text"})", R"("tools":[])", R"("tool_choice":"auto")",
+                            R"("tool_choice":"none")", R"("presence_penalty":0)", R"("frequency_penalty":0.0)",
+                            R"("logit_bias":{})", R"("echo":false)", R"("best_of":1)", R"("logprobs":null)"}) {
+    const std::string body = std::string(R"({"prompt":"a",)") + extra + "}";
+    EXPECT_EQ(error_of(body).first, 0) << body;
+  }
+  EXPECT_EQ(error_of(R"({"prompt":"a","presence_penalty":5})").second, "invalid_value");  // OpenAI's [-2, 2]
+  EXPECT_EQ(error_of(R"({"prompt":"a","frequency_penalty":"x"})").second, "invalid_type");
+  EXPECT_EQ(error_of(R"({"prompt":"a","response_format":"json"})").second, "invalid_type");
 }
 
 TEST(Request, PressExtension) {
