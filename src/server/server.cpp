@@ -264,7 +264,8 @@ void completion(Shared& sh, const httplib::Request& req, httplib::Response& res,
   }
 
   // Server-sent events: one chunk per piece of text, a last chunk with the finish reason, usage
-  // and the extension, then [DONE]. A failed write (client gone) cancels the job.
+  // and the extension, with stream_options.include_usage one more with no choices and the usage
+  // (as OpenAI sends it), then [DONE]. A failed write (client gone) cancels the job.
   auto first = std::make_shared<bool>(true);
   auto ended = std::make_shared<bool>(false);
   Shared* shp = &sh;
@@ -311,6 +312,12 @@ void completion(Shared& sh, const httplib::Request& req, httplib::Response& res,
           c["usage"] = usage(r);
           c["snapkv"] = extension(r);
           if (!send(c)) return false;
+          if (job->req.include_usage) {  // OpenAI's usage chunk: no choices, after the finish chunk
+            json u = envelope(s, ep, id, true, created);
+            u["choices"] = json::array();
+            u["usage"] = usage(r);
+            if (!send(u)) return false;
+          }
         }
         static constexpr char kDone[] = "data: [DONE]\n\n";
         if (!sink.write(kDone, sizeof(kDone) - 1)) return false;

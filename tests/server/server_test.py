@@ -210,6 +210,12 @@ def case_openai(binary):
                                                                       temperature=0, stream=True)]
         check("".join(pieces) == want["text"], f"streamed {''.join(pieces)!r} != {want['text']!r}")
         check(len([p for p in pieces if p]) > 1, "the stream came in one piece")
+        # stream_options.include_usage: OpenAI's extra last chunk, with no choices and the usage.
+        chunks = list(client.completions.create(model="x", prompt=prompt, max_tokens=24, temperature=0, stream=True,
+                                                stream_options={"include_usage": True}))
+        check(chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == len(want["generated_token_ids"]),
+              f"usage chunk {chunks[-1]}")
+        check("".join(c.choices[0].text for c in chunks[:-1]) == want["text"], "streamed text with include_usage")
         # A compressed prompt: the same press as the CLI's.
         long_prompt = stories_prompt(3, 120)
         press = "snapkv:budget=24,window=4"
