@@ -52,6 +52,10 @@ struct Scheduler::Running {
   bool building_context = false;  // a session request prefilling its context (the question comes next)
   bool session_reused = false;
   bool session_stored = false;
+  // A reused session's fork carries the stored context's prefill and compression times in its
+  // stats; this request reports (and counts in the metrics) only what it spent itself.
+  double prefill_ms_before = 0;
+  double compression_ms_before = 0;
 
   Running(std::shared_ptr<Job> j, std::unique_ptr<Sequence> s, const Tokenizer& tok, size_t bytes)
       : job(std::move(j)),
@@ -175,8 +179,8 @@ void Scheduler::finish(Running& r, std::string reason, int error_status, std::st
   res.compressed = st.compressed;
   res.compression_note = r.job->plan.note;
   res.window = st.window;
-  res.compression_ms = st.compression_ms;
-  res.prefill_ms = st.prefill_ms;
+  res.compression_ms = st.compression_ms - r.compression_ms_before;
+  res.prefill_ms = st.prefill_ms - r.prefill_ms_before;
   res.session = r.job->req.session;
   res.session_reused = r.session_reused;
   res.session_stored = r.session_stored;
@@ -207,6 +211,8 @@ void Scheduler::begin_session(Running& r) {
   if (std::shared_ptr<const Sequence> doc = sessions_.find(job.req.session, job.fingerprint)) {
     r.seq = doc->fork();  // shares the cold tier; copies the compressed hot entries
     r.session_reused = true;
+    r.prefill_ms_before = r.seq->stats().prefill_ms;
+    r.compression_ms_before = r.seq->stats().compression_ms;
     PrefillOptions po;
     po.reselect = r.seq->cold_tier().enabled;
     r.seq->begin_prefill(all.subspan(ctx), po);
@@ -400,7 +406,7 @@ void Scheduler::loop() {
         budget_.release(r.reserved - r.job->kv.final_bytes);
         r.reserved = r.job->kv.final_bytes;
       }
-      metrics_.compression(r.seq->stats().compression_ms / 1000.0);
+      metrics_.compression((r.seq->stats().compression_ms - r.compression_ms_before) / 1000.0);
       if (r.seq->stats().compressed) trim_pending_ = true;
       on_logits(r, r.seq->prefill_logits());
     }

@@ -436,6 +436,14 @@ TEST(Scheduler, SessionRequestsReuseTheCompressedContextAndAnswerAsTheLibrary) {
     EXPECT_EQ(r.session_stored, i < 2) << i;
     EXPECT_GT(r.kv_cold_bytes, 0u) << i;
     EXPECT_TRUE(r.compressed) << i;
+    // A reused context was compressed by an earlier request: this one reports its own times only
+    // (it reported the stored context's prefill and compression times, prefill_ms > ttft_ms).
+    if (i >= 2)
+      EXPECT_EQ(r.compression_ms, 0.0) << i;
+    else
+      EXPECT_GT(r.compression_ms, 0.0) << i;
+    EXPECT_GT(r.prefill_ms, 0.0) << i;
+    EXPECT_LE(r.prefill_ms, r.ttft_ms) << i;
   }
   const SessionStoreStats st = s.sessions().stats();
   EXPECT_EQ(st.entries, 2u);
