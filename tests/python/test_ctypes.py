@@ -50,23 +50,17 @@ def main() -> int:
         raise AssertionError("an unknown prefill_attention was accepted")
     except ValueError as err:
         assert "prefill_attention" in str(err), err
-    # bf16 prefill attention: a clear error where the CPU lacks AVX512-BF16; elsewhere stories260K
-    # (head_dim 8) runs the exact kernel, so llama.cpp's greedy tokens still come out.
-    try:
-        with sk.Engine(a.model, n_threads=1, lib=a.lib, prefill_attention="bf16") as eng:
-            seq = eng.new_sequence(n_ctx=64)
-            out = seq.generate(eng.tokenize("Once upon a time"), n_predict=len(GOLDEN), temp=0, ignore_eos=True)
-            assert out.tokens == GOLDEN, out.tokens
-    except sk.SnapkvError as err:
-        assert err.status == "invalid_argument" and "AVX512-BF16" in err.message, err
-    # int8 likewise (needs AVX2); stories260K's head_dim 8 runs the exact kernel.
-    try:
-        with sk.Engine(a.model, n_threads=1, lib=a.lib, prefill_attention="int8") as eng:
-            seq = eng.new_sequence(n_ctx=64)
-            out = seq.generate(eng.tokenize("Once upon a time"), n_predict=len(GOLDEN), temp=0, ignore_eos=True)
-            assert out.tokens == GOLDEN, out.tokens
-    except sk.SnapkvError as err:
-        assert err.status == "invalid_argument" and "AVX2" in err.message, err
+    # bf16 / int8 prefill attention: a clear error where the CPU lacks AVX512-BF16 / AVX2;
+    # elsewhere stories260K (head_dim 8) runs the exact kernel, so llama.cpp's greedy tokens still
+    # come out.
+    for mode, needs in (("bf16", "AVX512-BF16"), ("int8", "AVX2")):
+        try:
+            with sk.Engine(a.model, n_threads=1, lib=a.lib, prefill_attention=mode) as eng:
+                seq = eng.new_sequence(n_ctx=64)
+                out = seq.generate(eng.tokenize("Once upon a time"), n_predict=len(GOLDEN), temp=0, ignore_eos=True)
+                assert out.tokens == GOLDEN, (mode, out.tokens)
+        except sk.SnapkvError as err:
+            assert err.status == "invalid_argument" and needs in err.message, (mode, err)
 
     with sk.Engine(a.model, n_threads=2, lib=a.lib) as eng:
         assert eng.info["arch"] == "llama" and eng.n_vocab == 512, eng.info
