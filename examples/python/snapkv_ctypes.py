@@ -16,6 +16,7 @@ SnapkvError with the status name and the library's message.
 
 import ctypes
 import ctypes.util
+import operator
 import os
 from dataclasses import dataclass, field
 from typing import Callable, List, Optional, Sequence as Seq
@@ -116,31 +117,38 @@ _SIGNATURES = {
 
 _libs = {}
 
-# Ranges of the integer types of the signatures: ctypes itself wraps a Python int that does not
+# Ranges of the integer types of the signatures: ctypes itself wraps an integer that does not
 # fit (2**32 + 5 as a c_int32 is 5), which would slip past the C API's own range checks.
-_INT_RANGES = {ctypes.c_int32: (-2**31, 2**31 - 1), ctypes.c_int: (-2**31, 2**31 - 1),
-               ctypes.c_int64: (-2**63, 2**63 - 1), ctypes.c_uint64: (0, 2**64 - 1),
-               ctypes.c_size_t: (0, 2**(8 * ctypes.sizeof(ctypes.c_size_t)) - 1)}
+_INT_RANGES = {ctypes.c_int32: ("int32", -2**31, 2**31 - 1), ctypes.c_int: ("int", -2**31, 2**31 - 1),
+               ctypes.c_int64: ("int64", -2**63, 2**63 - 1), ctypes.c_uint64: ("uint64", 0, 2**64 - 1),
+               ctypes.c_size_t: ("size_t", 0, 2**(8 * ctypes.sizeof(ctypes.c_size_t)) - 1)}
 
 
-def _fit(value: int, ctype, what: str) -> int:
-    """value if it fits ctype (an integer type of _INT_RANGES), else ValueError naming `what`."""
-    lo, hi = _INT_RANGES[ctype]
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{what} must be an int, not {type(value).__name__}")
-    if not lo <= value <= hi:
-        raise ValueError(f"{what} {value} is outside the range of {ctype.__name__} [{lo}, {hi}]")
-    return value
+def _fit(value, ctype, what: str) -> int:
+    """value as an int (anything with __index__: int, numpy integers) if it fits ctype, an integer
+    type of _INT_RANGES; else ValueError (TypeError for a bool or a non-integer) naming `what`."""
+    name, lo, hi = _INT_RANGES[ctype]
+    if isinstance(value, bool):
+        raise TypeError(f"{what} must be an integer, not bool")
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{what} must be an integer, not {type(value).__name__}") from None
+    if not lo <= v <= hi:
+        raise ValueError(f"{what} {v} is outside the range of {name} [{lo}, {hi}]")
+    return v
 
 
 def _checked(name: str, fn, argtypes):
-    """fn with every integer argument checked against its C type's range first."""
+    """fn with every integer argument (anything with __index__ but a bool) checked against its C
+    type's range first."""
     ints = [(i, t) for i, t in enumerate(argtypes) if t in _INT_RANGES]
 
     def call(*args):
+        args = list(args)
         for i, t in ints:
-            if i < len(args) and isinstance(args[i], int) and not isinstance(args[i], bool):
-                _fit(args[i], t, f"{name}: argument {i + 1}")
+            if i < len(args) and hasattr(args[i], "__index__") and not isinstance(args[i], bool):
+                args[i] = _fit(args[i], t, f"{name}: argument {i + 1}")
         return fn(*args)
     return call
 

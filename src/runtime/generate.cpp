@@ -115,7 +115,8 @@ void sample_answer(const Engine& engine, Sequence& seq, std::span<const float> l
   }
   if (!filter.stopped()) {
     emit(-1, stream.flush());
-    if (filter.stopped()) res.stop_reason = StopReason::StopString;
+    // The flush may complete a stop string (U+FFFD of an incomplete character); a cancel stays a cancel.
+    if (filter.stopped() && !cancelled) res.stop_reason = StopReason::StopString;
   } else if (opt.on_token) {
     opt.on_token(-1, filter.rest());
   }

@@ -85,19 +85,31 @@ void refuse_unsupported(const json& body) {
   auto refuse = [](const std::string& what) {
     return bad_request("unsupported_parameter", fmt::format("{} is not supported by this server", what));
   };
-  const auto nonzero = [](const json& v) { return v.is_number() && v.get<double>() != 0.0; };
-  if (const json* v = field(body, "logprobs"); v != nullptr && ((v->is_boolean() && v->get<bool>()) || nonzero(*v)))
-    throw refuse("'logprobs'");
-  if (const json* v = field(body, "top_logprobs"); v != nullptr && nonzero(*v)) throw refuse("'top_logprobs'");
+  const auto is_int = [](const json& v) {
+    return v.is_number_integer() || v.is_number_unsigned() ||
+           (v.is_number_float() && v.get<double>() == std::floor(v.get<double>()));
+  };
+  // logprobs: a boolean on chat, an integer on completions, where even 0 asks for the chosen
+  // token's log-probability.
+  if (const json* v = field(body, "logprobs")) {
+    if (!v->is_boolean() && !is_int(*v)) throw wrong_type("logprobs", "a boolean or an integer", *v);
+    if (!v->is_boolean() || v->get<bool>()) throw refuse("'logprobs'");
+  }
+  if (const json* v = field(body, "top_logprobs")) {
+    if (!is_int(*v)) throw wrong_type("top_logprobs", "an integer", *v);
+    if (v->get<double>() != 0.0) throw refuse("'top_logprobs'");
+  }
   if (const json* v = field(body, "response_format")) {
     const json* type = v->is_object() ? field(*v, "type") : nullptr;
     if (type == nullptr || !type->is_string()) throw wrong_type("response_format", "an object with a 'type'", *v);
     if (type->get<std::string>() != "text")
       throw refuse(fmt::format("'response_format' of type '{}' (only 'text')", type->get<std::string>()));
   }
-  if (const json* v = field(body, "tools"); v != nullptr && !(v->is_array() && v->empty())) throw refuse("'tools'");
-  if (const json* v = field(body, "functions"); v != nullptr && !(v->is_array() && v->empty()))
-    throw refuse("'functions'");
+  for (const char* key : {"tools", "functions"})
+    if (const json* v = field(body, key)) {
+      if (!v->is_array()) throw wrong_type(key, "an array", *v);
+      if (!v->empty()) throw refuse(fmt::format("'{}'", key));
+    }
   if (const json* v = field(body, "tool_choice");
       v != nullptr && !(v->is_string() && (v->get<std::string>() == "none" || v->get<std::string>() == "auto")))
     throw refuse("'tool_choice' other than \"none\" or \"auto\"");
@@ -108,11 +120,22 @@ void refuse_unsupported(const json& body) {
       if (!(x >= -2.0 && x <= 2.0)) throw out_of_range(key, "in [-2, 2]", fmt::format("{}", x));
       if (x != 0.0) throw refuse(fmt::format("a non-zero '{}'", key));
     }
-  if (const json* v = field(body, "logit_bias"); v != nullptr && !(v->is_object() && v->empty()))
-    throw refuse("'logit_bias'");
-  if (const json* v = field(body, "echo"); v != nullptr && v->is_boolean() && v->get<bool>()) throw refuse("'echo'");
-  if (const json* v = field(body, "best_of"); v != nullptr && !(v->is_number() && v->get<double>() == 1.0))
-    throw refuse("'best_of' other than 1");
+  if (const json* v = field(body, "logit_bias")) {
+    if (!v->is_object()) throw wrong_type("logit_bias", "an object", *v);
+    if (!v->empty()) throw refuse("'logit_bias'");
+  }
+  if (const json* v = field(body, "echo")) {
+    if (!v->is_boolean()) throw wrong_type("echo", "a boolean", *v);
+    if (v->get<bool>()) throw refuse("'echo'");
+  }
+  if (const json* v = field(body, "best_of")) {
+    if (!is_int(*v)) throw wrong_type("best_of", "an integer", *v);
+    if (v->get<double>() != 1.0) throw refuse("'best_of' other than 1");
+  }
+  if (const json* v = field(body, "suffix")) {
+    if (!v->is_string()) throw wrong_type("suffix", "a string", *v);
+    if (!v->get<std::string>().empty()) throw refuse("'suffix'");
+  }
 }
 
 double get_number(const json& v, const std::string& name) {

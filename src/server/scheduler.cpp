@@ -127,7 +127,8 @@ void Scheduler::stop(Clock::time_point deadline) {
 
 void Scheduler::finish_queued_locked(const std::shared_ptr<Job>& job, JobResult r) {
   r.n_prompt_tokens = static_cast<int64_t>(job->prompt.size());
-  metrics_.request_finished(r.finish_reason, r.n_prompt_tokens, 0, -1.0, seconds_between(job->submitted, Clock::now()));
+  // No prompt token of it was prefilled: the counter of prompt tokens stays as it is.
+  metrics_.request_finished(r.finish_reason, 0, 0, -1.0, seconds_between(job->submitted, Clock::now()));
   job->finish(std::move(r));
 }
 

@@ -309,7 +309,9 @@ void completion(Shared& sh, const httplib::Request& req, httplib::Response& res,
         } else {
           json c = envelope(s, ep, id, true, created);
           c["choices"] = json::array({choice(ep, "", finish_reason_json(r), true, false)});
-          c["usage"] = usage(r);
+          // With include_usage the usage comes once, in OpenAI's last chunk (a client that sums
+          // the usage of every chunk, as langchain-openai does, must not count it twice).
+          c["usage"] = job->req.include_usage ? json(nullptr) : usage(r);
           c["snapkv"] = extension(r);
           if (!send(c)) return false;
           if (job->req.include_usage) {  // OpenAI's usage chunk: no choices, after the finish chunk

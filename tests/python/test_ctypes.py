@@ -105,12 +105,23 @@ def main() -> int:
         assert manual == GOLDEN, manual
 
         n_past = seq.n_past
-        try:
-            seq.decode(2**32 + 5)
-            raise AssertionError("decode(2**32 + 5) was accepted")
-        except ValueError as err:
-            assert "outside the range" in str(err), err
+
+        class Index:  # an integer that is not an int, as numpy's int64 is (ctypes takes its __index__)
+            def __init__(self, v):
+                self.v = v
+
+            def __index__(self):
+                return self.v
+
+        for bad in (2**32 + 5, Index(2**32 + 5)):
+            try:
+                seq.decode(bad)
+                raise AssertionError(f"decode({bad}) was accepted")
+            except ValueError as err:
+                assert "outside the range" in str(err), err
         assert seq.n_past == n_past
+        fork_logits = seq.fork().decode(Index(manual[-1]))  # an in-range __index__ integer decodes
+        assert len(fork_logits) == 512
         try:
             seq.generate(ids, n_predict=2**63)
             raise AssertionError("n_predict 2**63 was accepted")

@@ -216,6 +216,7 @@ def case_openai(binary):
         check(chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == len(want["generated_token_ids"]),
               f"usage chunk {chunks[-1]}")
         check("".join(c.choices[0].text for c in chunks[:-1]) == want["text"], "streamed text with include_usage")
+        check(all(c.usage is None for c in chunks[:-1]), "usage before the last chunk with include_usage")
         # A compressed prompt: the same press as the CLI's.
         long_prompt = stories_prompt(3, 120)
         press = "snapkv:budget=24,window=4"

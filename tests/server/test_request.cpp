@@ -141,11 +141,13 @@ TEST(Request, UnsupportedParametersAreRefused) {
            R"("logit_bias":{"50256":-100})",
            R"("echo":true)",
            R"("best_of":3)",
+           R"("logprobs":0)",  // on completions, 0 asks for the chosen token's log-probability
+           R"("suffix":" end")",
        }) {
     const std::string body = std::string(R"({"prompt":"a",)") + extra + "}";
     EXPECT_EQ(error_of(body), std::make_pair(400, std::string("unsupported_parameter"))) << body;
   }
-  for (const char* extra : {R"("logprobs":false)", R"("logprobs":0)", R"("top_logprobs":0)",
+  for (const char* extra : {R"("logprobs":false)", R"("suffix":"")", R"("top_logprobs":0)",
                             R"("response_format":{"type":"text"})", R"("tools":[])", R"("tool_choice":"auto")",
                             R"("tool_choice":"none")", R"("presence_penalty":0)", R"("frequency_penalty":0.0)",
                             R"("logit_bias":{})", R"("echo":false)", R"("best_of":1)", R"("logprobs":null)"}) {
@@ -155,6 +157,11 @@ TEST(Request, UnsupportedParametersAreRefused) {
   EXPECT_EQ(error_of(R"({"prompt":"a","presence_penalty":5})").second, "invalid_value");  // OpenAI's [-2, 2]
   EXPECT_EQ(error_of(R"({"prompt":"a","frequency_penalty":"x"})").second, "invalid_type");
   EXPECT_EQ(error_of(R"({"prompt":"a","response_format":"json"})").second, "invalid_type");
+  for (const char* extra : {R"("logprobs":"true")", R"("echo":1)", R"("top_logprobs":"3")", R"("best_of":"1")",
+                            R"("tools":{})", R"("logit_bias":[1])", R"("suffix":5)"}) {
+    const std::string body = std::string(R"({"prompt":"a",)") + extra + "}";
+    EXPECT_EQ(error_of(body), std::make_pair(400, std::string("invalid_type"))) << body;
+  }
 }
 
 TEST(Request, PressExtension) {
