@@ -31,7 +31,8 @@ struct PrefillOptions;
 /// Settings of Engine::load.
 struct EngineOptions {
   /// Threads of the workspaces made without an explicit count (WorkspaceOptions::n_threads = 0).
-  /// 0 = every core of this process (omp_get_num_procs). The engine itself starts no threads.
+  /// 0 = every core this process may use: its affinity mask (omp_get_num_procs), capped by its
+  /// cgroup's CPU limit rounded up (a container's `--cpus`). The engine itself starts no threads.
   int n_threads = 0;
   /// Arithmetic of prefill attention (calls with two or more queries) in the workspaces made for
   /// this engine without their own (WorkspaceOptions::prefill_attention): Exact (f32, the default),

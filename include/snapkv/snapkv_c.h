@@ -130,7 +130,8 @@ SNAPKV_API const char* snapkv_last_error(void) SNAPKV_NOEXCEPT;
 /* ---- engine ------------------------------------------------------------------------------- */
 
 /** Maps the GGUF model at `path` (memory-mapped, read-only) and loads its tokenizer.
- *  n_threads: OpenMP threads of every model call on this engine, 0 = all cores, at most 4096.
+ *  n_threads: OpenMP threads of every model call on this engine, at most 4096; 0 = every core
+ *  the process may use (its affinity, capped by its cgroup's CPU limit rounded up).
  *  The threads start at the first model call; where the system cannot start them (a process,
  *  memory or pids limit), libgomp ends the process with "Thread creation failed", which no
  *  status can report: keep n_threads at or below the cores (more only slows each call down).

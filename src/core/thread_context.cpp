@@ -4,9 +4,11 @@
 #include <fmt/format.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <new>
 
+#include "core/cpu_quota.h"
 #include "snapkv/error.h"
 
 namespace snapkv {
@@ -43,6 +45,12 @@ size_t ThreadContext::scratch_bytes() const {
   return s;
 }
 
-int available_cores() { return omp_get_num_procs(); }
+int available_cores() {
+  // Read once: the limit is the container's, fixed for the process's life in practice, and the
+  // walk reads a few files.
+  static const int limit = cgroup_cpu_limit();
+  const int procs = omp_get_num_procs();
+  return limit > 0 ? std::min(procs, limit) : procs;
+}
 
 }  // namespace snapkv

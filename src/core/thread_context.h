@@ -47,7 +47,9 @@ class ThreadContext {
   std::vector<Buf> bufs_;  // [n_threads][kSlots]
 };
 
-/// Number of processors available to this process (omp_get_num_procs): the default thread count.
+/// Number of processors this process may use: its affinity mask (omp_get_num_procs), capped by
+/// its cgroup's CPU bandwidth limit rounded up (cgroup_cpu_limit, core/cpu_quota.h: a container's
+/// `--cpus`). The default thread count. At least 1.
 int available_cores();
 
 }  // namespace snapkv
