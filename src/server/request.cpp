@@ -77,6 +77,18 @@ int64_t get_int(const json& v, const std::string& name, int64_t lo, int64_t hi) 
   return x;
 }
 
+double get_number(const json& v, const std::string& name) {
+  if (!v.is_number()) throw wrong_type(name, "a number", v);
+  const double d = v.get<double>();
+  if (!std::isfinite(d)) throw out_of_range(name, "finite", "a non-finite number");
+  return d;
+}
+
+bool get_bool(const json& v, const std::string& name) {
+  if (!v.is_boolean()) throw wrong_type(name, "a boolean", v);
+  return v.get<bool>();
+}
+
 /// OpenAI fields that would change what the answer is, which this server does not implement:
 /// refused with 400 `unsupported_parameter` rather than ignored (a client that asks for JSON, a
 /// tool call or log-probabilities would otherwise get plain text and no sign of it). Their
@@ -85,19 +97,16 @@ void refuse_unsupported(const json& body) {
   auto refuse = [](const std::string& what) {
     return bad_request("unsupported_parameter", fmt::format("{} is not supported by this server", what));
   };
-  const auto is_int = [](const json& v) {
-    return v.is_number_integer() || v.is_number_unsigned() ||
-           (v.is_number_float() && v.get<double>() == std::floor(v.get<double>()));
-  };
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min(), kMax = std::numeric_limits<int64_t>::max();
   // logprobs: a boolean on chat, an integer on completions, where even 0 asks for the chosen
   // token's log-probability.
   if (const json* v = field(body, "logprobs")) {
-    if (!v->is_boolean() && !is_int(*v)) throw wrong_type("logprobs", "a boolean or an integer", *v);
+    if (!v->is_boolean() && !(v->is_number() && v->get<double>() == std::floor(v->get<double>())))
+      throw wrong_type("logprobs", "a boolean or an integer", *v);
     if (!v->is_boolean() || v->get<bool>()) throw refuse("'logprobs'");
   }
   if (const json* v = field(body, "top_logprobs")) {
-    if (!is_int(*v)) throw wrong_type("top_logprobs", "an integer", *v);
-    if (v->get<double>() != 0.0) throw refuse("'top_logprobs'");
+    if (get_int(*v, "top_logprobs", kMin, kMax) != 0) throw refuse("'top_logprobs'");
   }
   if (const json* v = field(body, "response_format")) {
     const json* type = v->is_object() ? field(*v, "type") : nullptr;
@@ -115,8 +124,7 @@ void refuse_unsupported(const json& body) {
     throw refuse("'tool_choice' other than \"none\" or \"auto\"");
   for (const char* key : {"presence_penalty", "frequency_penalty"})
     if (const json* v = field(body, key)) {
-      if (!v->is_number()) throw wrong_type(key, "a number", *v);
-      const double x = v->get<double>();
+      const double x = get_number(*v, key);
       if (!(x >= -2.0 && x <= 2.0)) throw out_of_range(key, "in [-2, 2]", fmt::format("{}", x));
       if (x != 0.0) throw refuse(fmt::format("a non-zero '{}'", key));
     }
@@ -125,29 +133,15 @@ void refuse_unsupported(const json& body) {
     if (!v->empty()) throw refuse("'logit_bias'");
   }
   if (const json* v = field(body, "echo")) {
-    if (!v->is_boolean()) throw wrong_type("echo", "a boolean", *v);
-    if (v->get<bool>()) throw refuse("'echo'");
+    if (get_bool(*v, "echo")) throw refuse("'echo'");
   }
   if (const json* v = field(body, "best_of")) {
-    if (!is_int(*v)) throw wrong_type("best_of", "an integer", *v);
-    if (v->get<double>() != 1.0) throw refuse("'best_of' other than 1");
+    if (get_int(*v, "best_of", kMin, kMax) != 1) throw refuse("'best_of' other than 1");
   }
   if (const json* v = field(body, "suffix")) {
     if (!v->is_string()) throw wrong_type("suffix", "a string", *v);
     if (!v->get<std::string>().empty()) throw refuse("'suffix'");
   }
-}
-
-double get_number(const json& v, const std::string& name) {
-  if (!v.is_number()) throw wrong_type(name, "a number", v);
-  const double d = v.get<double>();
-  if (!std::isfinite(d)) throw out_of_range(name, "finite", "a non-finite number");
-  return d;
-}
-
-bool get_bool(const json& v, const std::string& name) {
-  if (!v.is_boolean()) throw wrong_type(name, "a boolean", v);
-  return v.get<bool>();
 }
 
 /// A chat message's content: a string, or a list of parts of which the "text" ones are joined.
