@@ -27,8 +27,9 @@
 //                               the ceiling of --prefill-attn bf16
 //   AmxBf16Peak/threads:T       independent AMX-BF16 tile products (tdpbf16ps, 16 x 16 x 32 MACs
 //                               = 16384 FLOPs each), where the CPU and Linux allow AMX
-//   Int8DotPeak/threads:T       independent AVX2 int8 dot steps of --prefill-attn int8 (vpsignb,
-//                               vpmaddubsw, vpmaddwd, vpaddd: 32 multiply-adds = 64 ops each)
+//   Int8DotPeak/threads:T       independent int8 dot steps of --prefill-attn int8 (vpsignb, then
+//                               vpmaddubsw, vpmaddwd, vpaddd on AVX2 or vpdpbusd with VNNI: 32
+//                               multiply-adds = 64 ops each)
 //   PrefillAttn/<model>[/bf16|/bf16_avx512|/int8]/keys:K/threads:T
 //                               snapkv::attention() of the last 512 queries of a K-token prompt
 //                               over its F16 cache (the last chunk of a K-token prefill), exact or
@@ -67,6 +68,7 @@
 #include "attention/amx.h"
 #include "attention/attention.h"
 #include "attention/decode.h"
+#include "attention/int8_dot.h"
 #include "attention/positions.h"
 #include "attention/prefill.h"
 #include "attention/simd.h"
@@ -539,15 +541,22 @@ void BM_Bf16DotPeak(benchmark::State& st) {
 #endif
 }
 
-/// Throughput of the INT8 prefill kernel's Q K^T step (prefill_int8.cpp): acc += vpmaddwd(
-/// vpmaddubsw(|q|, vpsignb(k, q)), ones), 32 int8 multiply-adds (64 ops) per step, 6 independent
-/// accumulators per thread (with 8, GCC kept some on the stack: 20 % fewer ops/s on Zen 3), k
-/// loaded from 6 rows of an L1-resident buffer whose address GCC cannot see through (so no step
-/// is loop-invariant, and no chain runs through vpsignb's latency as it would with k taken from
-/// the accumulator): the ceiling of PrefillAttention::Int8's Q K^T, against FmaPeak's 2 x lanes
+/// Throughput of the INT8 prefill kernel's Q K^T step (prefill_int8.cpp): acc = int8_dot4(acc,
+/// |q|, vpsignb(k, q)) (attention/int8_dot.h: vpmaddubsw, vpmaddwd by ones and vpaddd on AVX2, one
+/// vpdpbusd on VNNI CPUs; the label names the form), 32 int8 multiply-adds (64 ops) per step, kAcc
+/// independent accumulators per thread (AVX2: 6; with 8, GCC kept some on the stack: 20 % fewer
+/// ops/s on Zen 3; VNNI: 12, enough for vpdpbusd's latency of ~5 cycles at 2 per cycle), k loaded
+/// from rows of an L1-resident buffer whose address GCC cannot see through (so no step is
+/// loop-invariant, and no chain runs through vpsignb's latency as it would with k taken from the
+/// accumulator): the ceiling of PrefillAttention::Int8's Q K^T, against FmaPeak's 2 x lanes
 /// FLOPs per FMA (both count 2 ops per multiply-add).
 void BM_Int8DotPeak(benchmark::State& st) {
-#if defined(__AVX2__)
+#if SNAPKV_ATTN_AVX2
+#if SNAPKV_INT8_DOT_VNNI
+  constexpr int kAcc = 12;
+#else
+  constexpr int kAcc = 6;
+#endif
   const int threads = static_cast<int>(st.range(0));
   constexpr int64_t kIters = 1 << 22;
   int64_t sink = 0;
@@ -555,28 +564,29 @@ void BM_Int8DotPeak(benchmark::State& st) {
     int64_t total = 0;
 #pragma omp parallel num_threads(threads) reduction(+ : total)
     {
-      alignas(32) int8_t kbuf[6][32];
-      for (int i = 0; i < 6; ++i)
+      alignas(32) int8_t kbuf[kAcc][32];
+      for (int i = 0; i < kAcc; ++i)
         for (int j = 0; j < 32; ++j) kbuf[i][j] = static_cast<int8_t>((i * 37 + j * 11) % 255 - 127);
       const int8_t* kp = &kbuf[0][0];
-      const __m256i qa = _mm256_set1_epi8(3), qs = _mm256_set1_epi8(-3), ones = _mm256_set1_epi16(1);
-      __m256i a[6];
-      for (int i = 0; i < 6; ++i) a[i] = _mm256_setzero_si256();
+      const __m256i qa = _mm256_set1_epi8(3), qs = _mm256_set1_epi8(-3);
+      __m256i a[kAcc];
+      for (int i = 0; i < kAcc; ++i) a[i] = _mm256_setzero_si256();
       for (int64_t it = 0; it < kIters; ++it) {
         asm volatile("" : "+r"(kp));
-        for (int i = 0; i < 6; ++i) {
+        for (int i = 0; i < kAcc; ++i) {
           const __m256i k = _mm256_load_si256(reinterpret_cast<const __m256i*>(kp + 32 * i));
-          a[i] = _mm256_add_epi32(a[i], _mm256_madd_epi16(_mm256_maddubs_epi16(qa, _mm256_sign_epi8(k, qs)), ones));
+          a[i] = snapkv::attn::int8_dot4(a[i], qa, _mm256_sign_epi8(k, qs));
         }
       }
-      for (int i = 1; i < 6; ++i) a[0] = _mm256_add_epi32(a[0], a[i]);
+      for (int i = 1; i < kAcc; ++i) a[0] = _mm256_add_epi32(a[0], a[i]);
       total += _mm256_extract_epi32(a[0], 0);
     }
     sink += total;
   }
   benchmark::DoNotOptimize(sink);
-  const double ops = static_cast<double>(st.iterations()) * threads * kIters * 6 * 64;
+  const double ops = static_cast<double>(st.iterations()) * threads * kIters * kAcc * 64;
   st.counters["GOP/s"] = benchmark::Counter(ops / 1e9, benchmark::Counter::kIsRate);
+  st.SetLabel(snapkv::attn::kInt8PrefillIsa);
 #else
   st.SkipWithError("built without AVX2");
 #endif

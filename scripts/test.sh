@@ -20,7 +20,7 @@ jobs="$(nproc)"
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 launcher=(); command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 
-echo "== Kernel sources compiled for other CPUs (AVX2 without AVX-512, baseline x86-64)"
+echo "== Kernel sources compiled for other CPUs (AVX2 without AVX-512, baseline x86-64, AVX512-VNNI, AVX-VNNI)"
 bash scripts/check_portable.sh
 
 echo "== Release build and full test suite"

@@ -9,6 +9,7 @@
 
 #include "attention/amx.h"
 #include "attention/decode.h"
+#include "attention/int8_dot.h"
 #include "attention/prefill.h"
 #include "attention/prefill_bf16.h"
 #include "attention/prefill_int8.h"
@@ -29,8 +30,9 @@ const char* prefill_attention_isa(PrefillAttention a, int head_dim) {
   if (a == PrefillAttention::Exact) return "f32";
   if (!prefill_attention_supported(a)) return "unsupported";
   if (a == PrefillAttention::Int8)
-    return attn::int8_prefill_shape(AttentionParams{.n_head = 1, .n_head_kv = 1, .head_dim = head_dim}) ? "avx2-int8"
-                                                                                                        : "f32";
+    return attn::int8_prefill_shape(AttentionParams{.n_head = 1, .n_head_kv = 1, .head_dim = head_dim})
+               ? attn::kInt8PrefillIsa
+               : "f32";
   if (head_dim % 32 != 0) return "f32";  // bf16_prefill_shape(): such shapes run the exact kernel
   return attn::amx_usable() ? "amx-bf16" : "avx512-bf16";
 }

@@ -9,7 +9,8 @@
 // 32 dims). Per block of 64 keys:
 //   1. Q K^T with keys in lanes: a query row's 4-dim word is broadcast and multiplied with 8 keys'
 //      words by vpmaddubsw(|q|, sign(k, q)) (pairs of int8 products summed to int16, at most
-//      2 x 127 x 127: no saturation), vpmaddwd by ones (int32) and vpaddd; no horizontal sums.
+//      2 x 127 x 127: no saturation), vpmaddwd by ones (int32) and vpaddd, or one vpdpbusd where
+//      the CPU has VNNI (int8_dot.h: the same integers); no horizontal sums.
 //      Score = sum over the 32-dim groups g of the exact int32 sum of g x (scale_k,g x scale_q,g).
 //      Scales per 32 dims rather than per row: Gemma 3's keys have a few channels ~30x larger
 //      than the median one, which a row scale spreads over all 256 dims (design.md, "INT8 prefill").
@@ -17,7 +18,7 @@
 //      weights w_j = p_j x scale_v_j quantized to 7 bits per row and block.
 //   3. P V with values in lanes: a row's word of 4 weights is broadcast and multiplied with 8 dims'
 //      words of 4 values (vpmaddubsw on the unsigned weights, at most 2 x 127 x 127), vpmaddwd,
-//      vpaddd; the int32 sums times the row's weight scale are added to its f32 accumulators.
+//      vpaddd (or vpdpbusd); the int32 sums times the row's weight scale are added to its f32 accumulators.
 #include "attention/prefill_int8.h"
 
 #include <omp.h>
@@ -28,6 +29,7 @@
 #include <limits>
 #include <vector>
 
+#include "attention/int8_dot.h"
 #include "attention/positions.h"
 #include "attention/prefill.h"
 #include "attention/softmax_simd.h"
@@ -219,7 +221,6 @@ void quantize_value_block(const KVHeadCache& hc, int64_t kb, int hd, float* row,
 template <int NR>
 inline void qk_i8_tile(const int8_t* qa, const int8_t* qs, int hd, const int32_t* Kq, const float* sk, const float* sq,
                        int j0, float* S) {
-  const __m256i ones = _mm256_set1_epi16(1);
   const int ng = hd / kGroup;
   __m256 f[NR][2];
   for (int r = 0; r < NR; ++r) f[r][0] = f[r][1] = _mm256_setzero_ps();
@@ -235,10 +236,8 @@ inline void qk_i8_tile(const int8_t* qa, const int8_t* qs, int hd, const int32_t
       for (int r = 0; r < NR; ++r) {
         const __m256i a = bcast4(qa + static_cast<size_t>(r) * hd + 4 * d4);
         const __m256i s = bcast4(qs + static_cast<size_t>(r) * hd + 4 * d4);
-        acc[r][0] =
-            _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(a, _mm256_sign_epi8(k0, s)), ones), acc[r][0]);
-        acc[r][1] =
-            _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(a, _mm256_sign_epi8(k1, s)), ones), acc[r][1]);
+        acc[r][0] = int8_dot4(acc[r][0], a, _mm256_sign_epi8(k0, s));
+        acc[r][1] = int8_dot4(acc[r][1], a, _mm256_sign_epi8(k1, s));
       }
     }
     const __m256 s0 = _mm256_loadu_ps(sk + g * kKB + j0), s1 = _mm256_loadu_ps(sk + g * kKB + j0 + 8);
@@ -339,11 +338,10 @@ inline float quantize_weights(const float* w, int n, float wmax, uint8_t* w8) {
 }
 
 // acc[r][d0 .. d0 + 16) += ws[r] x sum_j w8_r[j] v8_j[d] for rows r < NR (w8 rows of kKB bytes),
-// keys [0, 4 nj4): NR x 2 int32 accumulators of 8 dims, each step four keys (vpmaddubsw on the
-// unsigned weights and signed values, vpmaddwd by ones).
+// keys [0, 4 nj4): NR x 2 int32 accumulators of 8 dims, each step four keys (int8_dot4 of the
+// unsigned weights and signed values).
 template <int NR>
 inline void pv_i8_tile(const uint8_t* W, const float* ws, const uint8_t* Vq, int hd, int nj4, int d0, float* acc) {
-  const __m256i ones = _mm256_set1_epi16(1);
   __m256i a[NR][2];
   for (int r = 0; r < NR; ++r) a[r][0] = a[r][1] = _mm256_setzero_si256();
   for (int j4 = 0; j4 < nj4; ++j4) {
@@ -352,8 +350,8 @@ inline void pv_i8_tile(const uint8_t* W, const float* ws, const uint8_t* Vq, int
     const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + 32));
     for (int r = 0; r < NR; ++r) {
       const __m256i w = bcast4(reinterpret_cast<const int8_t*>(W + static_cast<size_t>(r) * kKB + 4 * j4));
-      a[r][0] = _mm256_add_epi32(a[r][0], _mm256_madd_epi16(_mm256_maddubs_epi16(w, v0), ones));
-      a[r][1] = _mm256_add_epi32(a[r][1], _mm256_madd_epi16(_mm256_maddubs_epi16(w, v1), ones));
+      a[r][0] = int8_dot4(a[r][0], w, v0);
+      a[r][1] = int8_dot4(a[r][1], w, v1);
     }
   }
   for (int r = 0; r < NR; ++r) {

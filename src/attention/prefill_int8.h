@@ -38,7 +38,8 @@ size_t prefill_int8_thread_floats(const AttentionParams& p);
 /// symmetrically to int8 with one f32 scale per 32 dims, value rows with one per row (round to
 /// nearest even, the largest magnitude at 127): s_j = sum_g (sum_{d in g} q8_d k8_jd) x
 /// scale_k_jg x scale_q_g over the 32-dim groups g, the integer sums exact in int32 (AVX2
-/// vpmaddubsw on |q8| and sign(k8, q8), then vpmaddwd). Online softmax in f32 with
+/// vpmaddubsw on |q8| and sign(k8, q8), then vpmaddwd; one vpdpbusd with AVX512-VNNI or
+/// AVX-VNNI, the same integers: int8_dot.h). Online softmax in f32 with
 /// double row sums l (Dao et al. 2022, FlashAttention, Alg. 1); per block of 64 keys the weights
 /// w_j = e^(s_j - m) x scale_v_j are quantized to w8 = round(127 w_j / max w) and
 /// out = sum_blocks (max w / 127) x sum_j w8_j v8_j / l. Keys and values are quantized once per

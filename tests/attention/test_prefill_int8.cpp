@@ -14,9 +14,11 @@
 
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "attention/attention.h"
+#include "attention/int8_dot.h"
 #include "snapkv/prefill_attention.h"
 #include "support/attention_reference.h"
 
@@ -365,8 +367,11 @@ TEST(PrefillInt8, ReportsItsInstructions) {
     EXPECT_STREQ(prefill_attention_isa(PrefillAttention::Int8, 64), "unsupported");
     return;
   }
-  EXPECT_STREQ(prefill_attention_isa(PrefillAttention::Int8, 64), "avx2-int8");
-  EXPECT_STREQ(prefill_attention_isa(PrefillAttention::Int8, 512), "avx2-int8");
+  // The dot-product instruction this build compiled to (int8_dot.h): vpdpbusd on VNNI CPUs.
+  const std::string isa = prefill_attention_isa(PrefillAttention::Int8, 64);
+  EXPECT_TRUE(isa == "avx2-int8" || isa == "avx512vnni-int8" || isa == "avxvnni-int8") << isa;
+  EXPECT_EQ(isa, attn::kInt8PrefillIsa);
+  EXPECT_EQ(prefill_attention_isa(PrefillAttention::Int8, 512), isa);
   EXPECT_STREQ(prefill_attention_isa(PrefillAttention::Int8, 72), "f32");   // runs the exact kernel
   EXPECT_STREQ(prefill_attention_isa(PrefillAttention::Int8, 544), "f32");  // too
   EXPECT_EQ(prefill_attention_from_name("int8"), PrefillAttention::Int8);
