@@ -581,10 +581,12 @@ int run_server(const ServerOptions& opt) {
     if (!sh.chat->warning().empty()) spdlog::warn("snapkv serve: chat template: {}", sh.chat->warning());
     sh.scheduler = std::make_unique<Scheduler>(sh.engine, opt.scheduler, sh.metrics);
     sh.ready.store(true);
-    spdlog::info("snapkv serve: ready ({}, n_ctx {}, KV budget {} bytes, kv_type {} / {}, prefill_attention {})",
-                 sh.model_id, sh.n_ctx, opt.scheduler.kv_budget_bytes, kv_type_name(opt.scheduler.kv_type),
-                 kv_type_name(opt.scheduler.kv_type_v.value_or(opt.scheduler.kv_type)),
-                 prefill_attention_name(sh.engine->prefill_attention()));
+    spdlog::info(
+        "snapkv serve: ready ({}, n_ctx {}, KV budget {} bytes, kv_type {} / {}, prefill_attention {}, threads {})",
+        sh.model_id, sh.n_ctx, opt.scheduler.kv_budget_bytes, kv_type_name(opt.scheduler.kv_type),
+        kv_type_name(opt.scheduler.kv_type_v.value_or(opt.scheduler.kv_type)),
+        prefill_attention_name(sh.engine->prefill_attention()),
+        opt.scheduler.n_threads > 0 ? opt.scheduler.n_threads : sh.engine->n_threads());
     int sig = 0;
     sigwait(&sigs, &sig);
     spdlog::info("snapkv serve: signal {}: shutting down", sig);
