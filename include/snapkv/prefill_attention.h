@@ -51,9 +51,9 @@ inline std::optional<PrefillAttention> prefill_attention_from_name(std::string_v
 /// The instructions that run PrefillAttention `a`'s products for a model with this head_dim in
 /// this process: "amx-bf16" (AMX tiles), "avx512-bf16" (vdpbf16ps vectors), "avx2-int8" (Int8
 /// with vpmaddubsw), "avx512vnni-int8" / "avxvnni-int8" (Int8 with vpdpbusd, in a build for a CPU
-/// with AVX512-VNNI or AVX-VNNI; the same results), "f32" (Exact, or BF16 / Int8 with a head_dim they do not take: f32 FMAs), or "unsupported" (BF16
-/// or Int8 where prefill_attention_supported() is false, or an unknown value). For reports and
-/// benchmarks.
+/// with AVX512-VNNI or AVX-VNNI; the same results), "f32" (Exact, or BF16 / Int8 with a head_dim they do not take: f32
+/// FMAs), or "unsupported" (BF16 or Int8 where prefill_attention_supported() is false, or an unknown value). For
+/// reports and benchmarks.
 const char* prefill_attention_isa(PrefillAttention a, int head_dim);
 
 /// Whether this build of the library runs PrefillAttention `a` on this CPU (BF16: compiled with

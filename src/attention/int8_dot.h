@@ -14,7 +14,9 @@
 namespace snapkv::attn {
 
 /// What runs the INT8 prefill's products in this build, as prefill_attention_isa reports it:
-/// "avx512vnni-int8", "avxvnni-int8", "avx2-int8", or "unsupported" without AVX2.
+/// "avx512vnni-int8", "avxvnni-int8", "avx2-int8", or "unsupported" without AVX2. It names the
+/// extension the build targets: where a CPU has both VNNI forms (Sapphire Rapids, Zen 5) GCC may
+/// emit the VEX encoding of the same instruction.
 #if SNAPKV_ATTN_AVX2 && defined(__AVX512VNNI__) && defined(__AVX512VL__)
 #define SNAPKV_INT8_DOT_VNNI 1
 inline constexpr const char* kInt8PrefillIsa = "avx512vnni-int8";

@@ -32,15 +32,15 @@ std::vector<std::string> split(std::string_view s, char sep) {
   }
 }
 
-/// A path field of /proc/self/mountinfo with its octal escapes (`\040` for a space) undone.
+/// A path field of /proc/self/mountinfo with its octal escapes (`\040` for a space: a backslash
+/// and exactly three digits 0-7) undone.
 std::string unescape(const std::string& s) {
   std::string out;
+  auto octal = [](char c) { return c >= '0' && c <= '7'; };
   for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\\' && i + 3 < s.size()) {
-      const std::string_view oct(s.data() + i + 1, 3);
-      int v = 0;
-      const auto r = std::from_chars(oct.data(), oct.data() + 3, v, 8);
-      if (r.ec == std::errc() && r.ptr == oct.data() + 3 && v < 256) {
+    if (s[i] == '\\' && i + 3 < s.size() && octal(s[i + 1]) && octal(s[i + 2]) && octal(s[i + 3])) {
+      const int v = (s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0');
+      if (v < 256) {
         out.push_back(static_cast<char>(v));
         i += 3;
         continue;
@@ -89,10 +89,25 @@ int limit_in(const std::string& dir, bool v2) {
   return cpus_of(quota, period);
 }
 
-/// The mount of the cgroup hierarchy that holds the CPU controller: its root inside the
-/// hierarchy and its mount point (both unescaped), from /proc/self/mountinfo.
-bool find_mount(const std::string& root, bool v2, std::string& mount_root, std::string& mount_point) {
+/// Whether `path` has a ".." segment (a cgroup outside the process's cgroup namespace shows so).
+bool climbs(const std::string& path) {
+  for (const std::string& seg : split(path, '/'))
+    if (seg == "..") return true;
+  return false;
+}
+
+/// The directory of cgroup `path` (absolute, as /proc/self/cgroup gives it) in the mounted
+/// hierarchy that holds the CPU controller, from /proc/self/mountinfo: among the mounts of that
+/// hierarchy whose root (the directory of the hierarchy they show) is `path` or one of its
+/// ancestors, the one with the longest root (the last listed of equal ones: it is mounted over
+/// the others); `mount_point` + `rel` is then the directory, `rel` empty or starting with '/'.
+/// False when no mount shows the cgroup: its limit cannot be read (guessing another cgroup's
+/// could cap a large machine at a small one's share).
+bool find_cgroup_dir(const std::string& root, bool v2, const std::string& path, std::string& mount_point,
+                     std::string& rel) {
   std::ifstream in(root + "/proc/self/mountinfo");
+  size_t best_root = 0;
+  bool found = false;
   for (std::string line; std::getline(in, line);) {
     // ID PARENT MAJ:MIN ROOT MOUNT_POINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER_OPTIONS
     const std::vector<std::string> w = words(line);
@@ -107,11 +122,18 @@ bool find_mount(const std::string& root, bool v2, std::string& mount_root, std::
       match = std::find(opts.begin(), opts.end(), "cpu") != opts.end();
     }
     if (!match) continue;
-    mount_root = unescape(w[3]);
+    std::string mroot = unescape(w[3]);
+    while (mroot.size() > 1 && mroot.back() == '/') mroot.pop_back();
+    const bool shows = mroot == "/" || (path.compare(0, mroot.size(), mroot) == 0 &&
+                                        (path.size() == mroot.size() || path[mroot.size()] == '/'));
+    const size_t len = mroot == "/" ? 0 : mroot.size();
+    if (!shows || (found && len < best_root)) continue;
+    found = true;
+    best_root = len;
     mount_point = unescape(w[4]);
-    return true;
+    rel = path.substr(len);
   }
-  return false;
+  return found;
 }
 
 }  // namespace
@@ -142,20 +164,9 @@ int cgroup_cpu_limit(const std::string& root) {
   if (!have_v1 && !have_v2) return 0;
   const bool v2 = !have_v1;
   const std::string& path = v2 ? v2_path : v1_path;
-  std::string mount_root, mount_point;
-  if (path.empty() || path[0] != '/' || !find_mount(root, v2, mount_root, mount_point)) return 0;
-
-  // The cgroup's directory: its path below the mount's root (a container usually sees its own
-  // cgroup as the mount's root); a path outside that root leaves only the mount point itself.
-  std::string rel;
-  if (mount_root == "/") {
-    rel = path;
-  } else if (path.compare(0, mount_root.size(), mount_root) == 0 &&
-             (path.size() == mount_root.size() || path[mount_root.size()] == '/')) {
-    rel = path.substr(mount_root.size());
-  }
+  std::string mount_point, rel;
+  if (path.empty() || path[0] != '/' || climbs(path) || !find_cgroup_dir(root, v2, path, mount_point, rel)) return 0;
   while (!rel.empty() && rel.back() == '/') rel.pop_back();
-  if (rel.find("/..") != std::string::npos) rel.clear();
 
   // Walk from the cgroup up to the mount point: the smallest limit on the way binds.
   int best = 0;

@@ -97,7 +97,6 @@ void refuse_unsupported(const json& body) {
   auto refuse = [](const std::string& what) {
     return bad_request("unsupported_parameter", fmt::format("{} is not supported by this server", what));
   };
-  constexpr int64_t kMin = std::numeric_limits<int64_t>::min(), kMax = std::numeric_limits<int64_t>::max();
   // logprobs: a boolean on chat, an integer on completions, where even 0 asks for the chosen
   // token's log-probability.
   if (const json* v = field(body, "logprobs")) {
@@ -106,7 +105,8 @@ void refuse_unsupported(const json& body) {
     if (!v->is_boolean() || v->get<bool>()) throw refuse("'logprobs'");
   }
   if (const json* v = field(body, "top_logprobs")) {
-    if (get_int(*v, "top_logprobs", kMin, kMax) != 0) throw refuse("'top_logprobs'");
+    // OpenAI's range is [0, 20]; only 0 asks for nothing.
+    if (get_int(*v, "top_logprobs", 0, 20) != 0) throw refuse("'top_logprobs'");
   }
   if (const json* v = field(body, "response_format")) {
     const json* type = v->is_object() ? field(*v, "type") : nullptr;
@@ -136,7 +136,7 @@ void refuse_unsupported(const json& body) {
     if (get_bool(*v, "echo")) throw refuse("'echo'");
   }
   if (const json* v = field(body, "best_of")) {
-    if (get_int(*v, "best_of", kMin, kMax) != 1) throw refuse("'best_of' other than 1");
+    if (get_int(*v, "best_of", 1, std::numeric_limits<int64_t>::max()) != 1) throw refuse("'best_of' other than 1");
   }
   if (const json* v = field(body, "suffix")) {
     if (!v->is_string()) throw wrong_type("suffix", "a string", *v);

@@ -46,8 +46,9 @@ std::array<int32_t, 8> run(F f, const Operands& o) {
   return r;
 }
 
-/// Random operands in the kernel's ranges (u in [0, 127], s in [-127, 127], |acc| below the
-/// kernel's largest sum of 512 dims), then the extremes: every product at +-127 x 127.
+/// Random operands in the kernel's ranges (u in [0, 127], s in [-127, 127]; |acc| up to 8.3M,
+/// wider than the kernel's sums of 32 dims per Q K^T group or 64 keys per P V block), then the
+/// extremes: every product at +-127 x 127.
 std::vector<Operands> kernel_range_cases() {
   std::mt19937 rng(7);
   std::uniform_int_distribution<int> ud(0, 127), sd(-127, 127), ad(-8'300'000, 8'300'000);

@@ -127,14 +127,48 @@ TEST(CgroupCpuLimit, MalformedOrMissingInputIsNoLimit) {
   EXPECT_GT(cgroup_cpu_limit(r.root()), 0);
 }
 
-TEST(CgroupCpuLimit, APathOutsideTheMountRootUsesTheMountPoint) {
+TEST(CgroupCpuLimit, ACgroupNoMountShowsHasNoLimitToRead) {
+  // The mount shows only /mine's subtree: a cgroup outside it, or one that climbs out with "..",
+  // cannot be read, and the mount point's own limit (another cgroup's) must not be taken.
   FakeRoot r;
-  r.write("/proc/self/cgroup", "0::/other/../../etc\n");
   r.write("/proc/self/mountinfo", "30 24 0:26 /mine /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n");
-  r.write("/sys/fs/cgroup/cpu.max", "300000 100000\n");
+  r.write("/sys/fs/cgroup/cpu.max", "100000 100000\n");
+  for (const char* path : {"/other", "/minecraft", "/mine/../x", "/other/../../etc"}) {
+    r.write("/proc/self/cgroup", std::string("0::") + path + "\n");
+    EXPECT_EQ(cgroup_cpu_limit(r.root()), 0) << path;
+  }
+  r.write("/proc/self/cgroup", "0::/mine/sub\n");  // below the mount's root: read from there
+  r.write("/sys/fs/cgroup/sub/cpu.max", "300000 100000\n");
+  EXPECT_EQ(cgroup_cpu_limit(r.root()), 1);  // the mount point is /mine itself: 1 CPU binds
+  r.write("/sys/fs/cgroup/cpu.max", "max 100000\n");
   EXPECT_EQ(cgroup_cpu_limit(r.root()), 3);
-  r.write("/proc/self/cgroup", "0::/mine/../x\n");  // inside the root by prefix, but climbs out
-  EXPECT_EQ(cgroup_cpu_limit(r.root()), 3);
+}
+
+TEST(CgroupCpuLimit, OfStackedMountsTheOneShowingTheCgroupWins) {
+  // Two cgroup2 mounts on one point (roots /other, then /): /other's does not show /mine.
+  FakeRoot r;
+  r.write("/proc/self/cgroup", "0::/mine\n");
+  r.write("/proc/self/mountinfo",
+          "30 24 0:26 /other /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n"
+          "31 24 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n");
+  r.write("/sys/fs/cgroup/mine/cpu.max", "200000 100000\n");
+  EXPECT_EQ(cgroup_cpu_limit(r.root()), 2);              // read through mount 31, at /sys/fs/cgroup/mine
+  r.write("/sys/fs/cgroup/cpu.max", "100000 100000\n");  // mount 31's root: /mine's ancestor, binds
+  EXPECT_EQ(cgroup_cpu_limit(r.root()), 1);
+  // Mount 32 shows /mine as its root, at another point: the longest root is taken.
+  r.write("/proc/self/mountinfo",
+          "30 24 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n"
+          "32 24 0:26 /mine /ctr/cgroup rw - cgroup2 cgroup2 rw\n");
+  r.write("/ctr/cgroup/cpu.max", "200000 100000\n");
+  EXPECT_EQ(cgroup_cpu_limit(r.root()), 2);
+}
+
+TEST(CgroupCpuLimit, DotsInNamesAndEscapesAreTakenLiterally) {
+  FakeRoot r;
+  r.write("/proc/self/cgroup", "0::/a/..b\n");  // "..b" is a name, not a climb
+  r.write("/proc/self/mountinfo", "30 24 0:26 / /sys/fs/c\\-01g rw - cgroup2 cgroup2 rw\n");
+  r.write("/sys/fs/c\\-01g/a/..b/cpu.max", "200000 100000\n");  // "\-01" is no octal escape
+  EXPECT_EQ(cgroup_cpu_limit(r.root()), 2);
 }
 
 TEST(AvailableCores, TheAffinityCappedByThisHostsCgroupLimit) {

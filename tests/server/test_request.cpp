@@ -155,6 +155,10 @@ TEST(Request, UnsupportedParametersAreRefused) {
     EXPECT_EQ(error_of(body).first, 0) << body;
   }
   EXPECT_EQ(error_of(R"({"prompt":"a","presence_penalty":5})").second, "invalid_value");  // OpenAI's [-2, 2]
+  EXPECT_EQ(error_of(R"({"prompt":"a","top_logprobs":21})").second, "invalid_value");     // OpenAI's [0, 20]
+  EXPECT_EQ(error_of(R"({"prompt":"a","top_logprobs":-1})").second, "invalid_value");
+  EXPECT_EQ(error_of(R"({"prompt":"a","best_of":0})").second, "invalid_value");
+  EXPECT_EQ(error_of(R"({"prompt":"a","best_of":1e300})").second, "invalid_value");
   EXPECT_EQ(error_of(R"({"prompt":"a","frequency_penalty":"x"})").second, "invalid_type");
   EXPECT_EQ(error_of(R"({"prompt":"a","response_format":"json"})").second, "invalid_type");
   for (const char* extra : {R"("logprobs":"true")", R"("echo":1)", R"("top_logprobs":"3")", R"("best_of":"1")",
