@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "chat/bounded_json.h"
 #include "chat/builtin_templates.h"
 #include "chat/jinja_ast.h"
 #include "chat/jinja_eval.h"
@@ -71,21 +72,9 @@ jinja::Value from_json(const nlohmann::ordered_json& j, int depth) {
 constexpr size_t kMaxJsonKeys = 1000;
 
 nlohmann::ordered_json parse_json(std::string_view text, const char* what) {
-  std::vector<size_t> keys;  // per open object
-  const auto bounded = [&](int, nlohmann::ordered_json::parse_event_t ev, nlohmann::ordered_json&) {
-    using E = nlohmann::ordered_json::parse_event_t;
-    if (ev == E::object_start) keys.push_back(0);
-    if (ev == E::object_end && !keys.empty()) keys.pop_back();
-    if (ev == E::key && !keys.empty() && ++keys.back() > kMaxJsonKeys) {
-      throw Error(fmt::format("chat: {}: a JSON object has more than {} keys", what, kMaxJsonKeys));
-    }
-    return true;
-  };
-  try {
-    return nlohmann::ordered_json::parse(text, bounded);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("chat: {} is not valid JSON: {}", what, e.what()));
-  }
+  // Deeper than from_json takes is refused there, with its message; this bound only keeps the
+  // check pass's stack of open objects small.
+  return chat::parse_bounded_json(text, 1 << 20, kMaxJsonKeys, fmt::format("chat: {}", what));
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "chat/bounded_json.h"
 #include "cli/cli_common.h"
 #include "cli/flag_checks.h"
 #include "snapkv/error.h"
@@ -63,28 +64,11 @@ std::string build_messages(const ChatFlags& flags, const std::string* user_text)
   nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
   if (!flags.messages_file.empty()) {
     const std::string text = read_flag_file(flags.messages_file, "--messages");
-    // Bounded nesting: dump() below and the renderer recurse on it (a deep file was a stack overflow).
-    // And bounded keys per object: ordered_json's key lookup is a scan, quadratic in the keys.
-    std::vector<size_t> keys;  // per open object
-    const auto bounded = [&](int depth, nlohmann::ordered_json::parse_event_t ev, nlohmann::ordered_json&) {
-      using E = nlohmann::ordered_json::parse_event_t;
-      if (depth > kMaxMessagesDepth) {
-        throw Error(
-            fmt::format("--messages file '{}' nests deeper than {} levels", flags.messages_file, kMaxMessagesDepth));
-      }
-      if (ev == E::object_start) keys.push_back(0);
-      if (ev == E::object_end && !keys.empty()) keys.pop_back();
-      if (ev == E::key && !keys.empty() && ++keys.back() > kMaxMessagesKeys) {
-        throw Error(fmt::format("--messages file '{}' has a JSON object with more than {} keys", flags.messages_file,
-                                kMaxMessagesKeys));
-      }
-      return true;
-    };
-    try {
-      msgs = nlohmann::ordered_json::parse(text, bounded);
-    } catch (const nlohmann::json::exception& e) {
-      throw Error(fmt::format("--messages file '{}' is not valid JSON: {}", flags.messages_file, e.what()));
-    }
+    // Bounded nesting: dump() below and the renderer recurse on it (a deep file was a stack
+    // overflow). And bounded keys per object: ordered_json's key lookup is a scan, quadratic in
+    // the keys.
+    msgs = chat::parse_bounded_json(text, kMaxMessagesDepth, kMaxMessagesKeys,
+                                    fmt::format("--messages file '{}'", flags.messages_file));
     if (!msgs.is_array()) {
       throw Error(fmt::format("--messages file '{}' must hold a JSON array of messages", flags.messages_file));
     }
