@@ -56,18 +56,23 @@ struct ChatTemplateOptions {
   std::string tools_json;
   size_t max_output_bytes = size_t{64} << 20;  ///< limit on the rendered text
   int64_t max_loop_iterations = 1'000'000;     ///< limit on loop iterations of one render
-  /// Limit on the work of one render: bytes of strings (16 per list item) read or built by
-  /// operators, filters, tests, methods and loops, plus the output.
-  size_t max_work_bytes = size_t{1} << 30;
+  /// Limit on the work of one render: bytes of strings (128 per list or dict item, about what an
+  /// item costs in memory) read or built by operators, filters, tests, methods and loops, plus
+  /// the output. Bounds a render's time, and the memory of the values it builds (~1-2x this).
+  size_t max_work_bytes = size_t{256} << 20;
 };
 
 /// A parsed Jinja chat template. Cheap to copy (shares the parsed tree); immutable; render() is
 /// safe to call from several threads at once.
 class ChatTemplate {
  public:
-  /// Parses `source`. `name` labels errors ("<name>:LINE:COL: ..."). Throws Error for a syntax
-  /// error, an unknown filter or test, or a construct outside the supported subset.
+  /// Parses `source` (at most kMaxSourceBytes). `name` labels errors ("<name>:LINE:COL: ...").
+  /// Throws Error for a larger source, a syntax error, an unknown filter or test, or a construct
+  /// outside the supported subset.
   static ChatTemplate parse(std::string_view source, std::string name = "chat template");
+  /// Largest template source parse() takes: 1 MiB (models' own templates are 1-60 KB; the parsed
+  /// tree takes ~100x its source in memory).
+  static constexpr size_t kMaxSourceBytes = size_t{1} << 20;
   /// A built-in template by name: "chatml" (ChatML turns, no default system turn), "gemma"
   /// (Gemma 3 instruction-tuned turns: a system message folded into the first user turn,
   /// "model" for the assistant, contents trimmed, roles must alternate), "llama3" (Llama 3

@@ -94,6 +94,10 @@ RenderedChat RenderedChat::slice(size_t begin, size_t end) const {
 }
 
 ChatTemplate ChatTemplate::parse(std::string_view source, std::string name) {
+  if (source.size() > kMaxSourceBytes) {
+    throw Error(
+        fmt::format("{}: the template's {} bytes exceed the limit of {} bytes", name, source.size(), kMaxSourceBytes));
+  }
   auto impl = std::make_shared<Impl>();
   try {
     impl->program = std::make_shared<const jinja::Program>(jinja::parse_template(source));

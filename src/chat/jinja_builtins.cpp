@@ -276,7 +276,7 @@ Value f_unique(Evaluator& ev, const Value& v, CallArgs& a) {
   std::vector<Value> keys;
   for (const Value& x : iterate(ev, v, "unique")) {
     const Value kx = key(x);
-    ev.charge_bytes(16 * keys.size());  // quadratic in the distinct items: bounded by the work limit
+    ev.charge_bytes(kItemWorkBytes * keys.size());  // quadratic in the distinct items: bounded by the work limit
     bool seen = false;
     for (const Value& y : keys) seen = seen || equals(kx, y);
     if (!seen) {

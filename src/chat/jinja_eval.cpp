@@ -73,9 +73,9 @@ void Evaluator::charge(const Value& v) {
   if (v.is_string()) {
     charge_bytes(v.s->size());
   } else if (v.is_array()) {
-    charge_bytes(16 * v.a->size());
+    charge_bytes(kItemWorkBytes * v.a->size());
   } else if (v.is_object()) {
-    charge_bytes(16 * v.o->items.size());
+    charge_bytes(kItemWorkBytes * v.o->items.size());
   }
 }
 

@@ -18,11 +18,16 @@ struct Limits {
   int64_t max_iterations = 1'000'000;          ///< loop iterations of one render, all loops together
   size_t max_items = 1'000'000;                ///< elements of one list built by the template (range(), +, *)
   int max_call_depth = 64;                     ///< nested macro calls
-  /// Work of one render: bytes of every string (and 16 per list item) that an operator, filter,
-  /// test, method or loop reads or builds, plus the output. Bounds the time of loops that
-  /// repeat work on large values.
-  size_t max_work_bytes = size_t{1} << 30;
+  /// Work of one render: bytes of every string (and kItemWorkBytes per list or dict item) that an
+  /// operator, filter, test, method or loop reads or builds, plus the output. Bounds the time of
+  /// loops that repeat work on large values, and the memory of the values built.
+  size_t max_work_bytes = size_t{256} << 20;
 };
+
+/// Work charged per list or dict item: about an item's memory (a Value of a list, or a key and
+/// Value of a dict, with their share of the allocations). At 16, 70 lists of 10^6 items each took
+/// 8.5 GB before the work limit of the day (1 GiB) stopped them.
+inline constexpr size_t kItemWorkBytes = 128;
 
 struct Scope {
   std::unordered_map<std::string, Value> vars;
