@@ -126,6 +126,23 @@ SNIPPETS = [
     "{{ 3 | string | length }}",
     "{{ ' '.join(['a', 'b']) }}",
     "{{ 'abc'.startswith(('x', 'a')) }}",
+    # sum's start, int's base (and jinja2's fallback to int(float(v))), round of an int, and the
+    # start / end of str methods, in code points (session 52: these were ignored).
+    "{{ [1,2,3]|sum(start=10) }} {{ [1,2,3]|sum(none, 10) }} {{ [1,2,3]|sum(start=0.5) }} {{ 42|round }} "
+    "{{ 42|round(2) }} {{ 2.5|round }}",
+    "{{ '0x1A'|int(base=16) }} {{ '1A'|int(0, 16) }} {{ '0b101'|int(base=0) }} {{ '0o17'|int(base=8) }} "
+    "{{ '1_000'|int(base=0) }} {{ 'zz'|int(7, 16) }} {{ '12'|int(base=1) }} {{ '010'|int(base=0) }} "
+    "{{ ' -0b11 '|int(base=2) }} {{ '+0x_ff'|int(base=16) }} {{ '1__0'|int(base=0) }} {{ '_1'|int(base=10) }} "
+    "{{ '7fffffffffffffff'|int(base=16) }} {{ '-9223372036854775808'|int }} {{ '1e3'|int }}",
+    "{{ 'abc'.startswith('a', 1) }} {{ 'abc'.startswith('b', 1) }} {{ 'abc'.startswith('', 3) }} "
+    "{{ 'abc'.startswith('', 4) }} {{ 'abc'.endswith('b', 0, 2) }} {{ 'abc'.endswith(('x', 'b'), 0, -1) }} "
+    "{{ 'héllo'.startswith('é', 1) }}",
+    "{{ 'abc'.find('a', 1) }} {{ 'abc'.find('c', -1) }} {{ 'abc'.find('', 3) }} {{ 'abc'.find('', 4) }} "
+    "{{ 'abcabc'.find('b', 2, 4) }} {{ 'abcabc'.find('bc', 2, 5) }} {{ 'abc'.count('a', 1) }} "
+    "{{ 'abcabc'.count('bc', 1) }} {{ 'abc'.count('', 1) }} {{ 'abc'.count('', 5) }} {{ 'héllo'.find('l', 3) }} "
+    "{{ 'héllo'.count('l', -2) }} {{ 'abcabc'.index('c', 3) }}",
+    "{{ 'abc'.index('a', 1) }}",
+    "{{ 'abc'.find('a', 'x') }}",
     "{{ messages[0].content.split('e') }}",
     "{{ 10 // 3 * 3 + 10 % 3 }}",
     "{{ 2 ** 3 ** 2 }}",

@@ -196,18 +196,31 @@ bool is_hex_float(const std::string& s) { return s.find_first_of("xX") != std::s
 
 Value f_int(Evaluator& ev, const Value& v, CallArgs& a) {
   const int64_t dflt = int_arg(ev, a, 0, "default", 0);
+  const int64_t base = int_arg(ev, a, 1, "base", 10);  // jinja2's int(value, default=0, base=10)
+  const auto too_big = [&](const std::string& what) {
+    ev.fail(fmt::format("int: {} is beyond the 64-bit integers of this renderer", what));
+  };
   if (v.kind == Value::Kind::Int) return v;
   if (v.kind == Value::Kind::Bool) return Value::integer(v.b ? 1 : 0);
-  if (v.kind == Value::Kind::Float)
-    return std::isfinite(v.f) ? Value::integer(static_cast<int64_t>(v.f)) : Value::integer(dflt);
+  if (v.kind == Value::Kind::Float) {
+    if (!std::isfinite(v.f)) return Value::integer(dflt);
+    if (!(std::fabs(v.f) < 9223372036854775808.0)) too_big(float_repr(v.f));
+    return Value::integer(static_cast<int64_t>(v.f));
+  }
   if (v.is_string()) {
     const std::string s = py_strip(*v.s, StripSide::Both, nullptr).text();
-    errno = 0;
+    // jinja2: int(value, base), and where that fails int(float(value)); a base outside 0,
+    // 2..36 is a ValueError there too.
+    int64_t x = 0;
+    bool overflow = false;
+    if ((base == 0 || (base >= 2 && base <= 36)) && py_int_base(s, static_cast<int>(base), x, overflow)) {
+      if (overflow) too_big(fmt::format("'{}'", s));
+      return Value::integer(x);
+    }
     char* end = nullptr;
-    const long long x = std::strtoll(s.c_str(), &end, 10);
-    if (!s.empty() && *end == '\0' && errno == 0) return Value::integer(x);
     const double d = std::strtod(s.c_str(), &end);
-    if (!s.empty() && *end == '\0' && !is_hex_float(s) && std::isfinite(d) && std::fabs(d) < 9e18) {
+    if (!s.empty() && *end == '\0' && !is_hex_float(s) && std::isfinite(d)) {
+      if (!(std::fabs(d) < 9223372036854775808.0)) too_big(fmt::format("'{}'", s));
       return Value::integer(static_cast<int64_t>(d));
     }
   }
@@ -307,6 +320,7 @@ Value f_round(Evaluator& ev, const Value& v, CallArgs& a) {
   const std::string* method = str_arg(ev, a, 1, "method");
   const double x = v.as_double();
   if (method == nullptr || *method == "common") {
+    if (v.kind == Value::Kind::Int) return v;  // Python's round(int, n >= 0) is the int
     if (!std::isfinite(x)) return Value::real(x);
     char buf[512];
     std::snprintf(buf, sizeof buf, "%.*f", static_cast<int>(prec), x);
@@ -371,7 +385,12 @@ Value f_safe(Evaluator&, const Value& v, CallArgs&) { return v; }
 
 Value f_sum(Evaluator& ev, const Value& v, CallArgs& a) {
   const std::string* attr = str_arg(ev, a, 0, "attribute");
-  Value acc = Value::integer(0);
+  const Value* start = a.get(1, "start");  // jinja2's sum(iterable, attribute=None, start=0)
+  if (start != nullptr && !start->is_number())
+    ev.fail(fmt::format("sum: start must be a number, not {}", type_name(*start)));
+  Value acc = start == nullptr                   ? Value::integer(0)
+              : start->kind == Value::Kind::Bool ? Value::integer(start->b ? 1 : 0)
+                                                 : *start;
   for (const Value& x : iterate(ev, v, "sum")) {
     const Value y = attr ? attr_path(x, *attr) : x;
     if (!y.is_number()) ev.fail(fmt::format("sum: unsupported operand type '{}'", type_name(y)));
@@ -558,17 +577,52 @@ const std::map<std::string, TestFn>& tests() {
 
 // ---- methods ----
 
+// The bytes of s[start:end] for a str method's optional start / end arguments at positions i,
+// i + 1 (Python's slice of code points: None = the whole string, negative = from the end,
+// clamped); `past_end` when start lies beyond the string, where Python's find / count /
+// startswith find nothing even for an empty needle.
+struct CodePointRange {
+  size_t begin = 0, end = 0;
+  int64_t start = 0;  // in code points
+  bool past_end = false;
+};
+CodePointRange cp_range(Evaluator& ev, const std::string& t, const CallArgs& a, size_t i, const std::string& method) {
+  CodePointRange r{0, t.size(), 0, false};
+  const Value* sv = a.get(i, "start");
+  const Value* ev_end = a.get(i + 1, "end");
+  if ((sv == nullptr || sv->is_none()) && (ev_end == nullptr || ev_end->is_none())) return r;
+  const std::vector<size_t> off = code_point_offsets(t);
+  const auto n = static_cast<int64_t>(off.size()) - 1;
+  auto index = [&](const Value* v, int64_t dflt) {
+    if (v == nullptr || v->is_none()) return dflt;
+    if (v->kind != Value::Kind::Int && v->kind != Value::Kind::Bool)
+      ev.fail(fmt::format("{}(): slice indices must be integers or None, not {}", method, type_name(*v)));
+    const int64_t x = v->kind == Value::Kind::Bool ? (v->b ? 1 : 0) : v->i;
+    return x < 0 ? std::max<int64_t>(0, x + n) : x;  // x + n: n is far below 2^62
+  };
+  int64_t b = index(sv, 0);
+  int64_t e = std::min(index(ev_end, n), n);
+  r.past_end = b > n;
+  b = std::min(b, n);
+  e = std::max(e, b);
+  r.begin = off[static_cast<size_t>(b)];
+  r.end = off[static_cast<size_t>(e)];
+  r.start = b;
+  return r;
+}
+
 Value str_method(Evaluator& ev, const Value& obj, const std::string& name, CallArgs& a) {
   const Str& s = *obj.s;
   if (name == "startswith" || name == "endswith") {
     const Value* p = a.get(0, "prefix");
     if (p == nullptr) ev.fail(fmt::format("{}() needs an argument", name));
     std::vector<Value> options = p->is_array() ? *p->a : std::vector<Value>{*p};
+    const CodePointRange r = cp_range(ev, s.text(), a, 1, name);
+    const std::string_view t = std::string_view(s.text()).substr(r.begin, r.end - r.begin);
     for (const Value& o : options) {
       if (!o.is_string()) ev.fail(fmt::format("{}() arguments must be strings", name));
-      const std::string& t = s.text();
       const std::string& x = o.str();
-      if (name == "startswith" ? t.starts_with(x) : t.ends_with(x)) return Value::boolean(true);
+      if (!r.past_end && (name == "startswith" ? t.starts_with(x) : t.ends_with(x))) return Value::boolean(true);
     }
     return Value::boolean(false);
   }
@@ -594,14 +648,18 @@ Value str_method(Evaluator& ev, const Value& obj, const std::string& name, CallA
     const std::string* sub = str_arg(ev, a, 0, "sub");
     if (sub == nullptr) ev.fail(fmt::format("{}() needs a string argument", name));
     const std::string& t = s.text();
+    const CodePointRange r = cp_range(ev, t, a, 1, name);
+    const auto found = [&](size_t at) { return at != std::string::npos && at + sub->size() <= r.end; };
     if (name == "count") {
-      if (sub->empty()) return Value::integer(static_cast<int64_t>(code_point_offsets(t).size()));
+      if (r.past_end) return Value::integer(0);
+      if (sub->empty())
+        return Value::integer(static_cast<int64_t>(code_point_offsets(t.substr(r.begin, r.end - r.begin)).size()));
       int64_t n = 0;
-      for (size_t at = t.find(*sub); at != std::string::npos; at = t.find(*sub, at + sub->size())) ++n;
+      for (size_t at = t.find(*sub, r.begin); found(at); at = t.find(*sub, at + sub->size())) ++n;
       return Value::integer(n);
     }
-    const size_t at = t.find(*sub);
-    if (at == std::string::npos) {
+    const size_t at = r.past_end ? std::string::npos : t.find(*sub, r.begin);
+    if (!found(at)) {
       if (name == "index") ev.fail("substring not found");
       return Value::integer(-1);
     }

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 
 namespace snapkv::jinja {
@@ -378,6 +379,49 @@ std::string py_json(const Value& v, const JsonOptions& o, std::string& error) {
   std::string out;
   json_value(out, v, o, 0, error);
   return out;
+}
+
+// Python's int(s, base) for base 0 or 2..36 (jinja2's int filter with base != 10): optional
+// whitespace and sign, a prefix 0x / 0o / 0b matching the base (base 0: any of them, else
+// decimal), digits with single underscores between them. False when s is not such a number;
+// `overflow` set when it is one beyond 64 bits.
+bool py_int_base(const std::string& text, int base, int64_t& out, bool& overflow) {
+  const std::string& s = text;
+  size_t k = 0;
+  const bool neg = !s.empty() && s[0] == '-';
+  if (!s.empty() && (s[0] == '+' || s[0] == '-')) k = 1;
+  auto prefix = [&](char c) {
+    return s.size() >= k + 2 && s[k] == '0' && (s[k + 1] == c || s[k + 1] == static_cast<char>(c - 32));
+  };
+  int b = base;
+  for (const auto& [c, pb] : {std::pair{'x', 16}, std::pair{'o', 8}, std::pair{'b', 2}}) {
+    if ((base == 0 || base == pb) && prefix(c)) {
+      b = pb;
+      k += 2;
+      if (k < s.size() && s[k] == '_') ++k;  // Python allows one underscore after the prefix
+      break;
+    }
+  }
+  if (b == 0) {
+    b = 10;
+    if (s.size() > k + 1 && s[k] == '0' && s.find_first_not_of("0_", k) != std::string::npos) return false;
+  }
+  std::string digits;
+  for (size_t i = k; i < s.size(); ++i) {
+    if (s[i] == '_') {
+      if (i == k || i + 1 == s.size() || s[i + 1] == '_') return false;
+      continue;
+    }
+    digits.push_back(s[i]);
+  }
+  if (digits.empty()) return false;
+  uint64_t u = 0;
+  const auto r = std::from_chars(digits.data(), digits.data() + digits.size(), u, b);
+  if (r.ptr != digits.data() + digits.size()) return false;
+  overflow = r.ec == std::errc::result_out_of_range || u > (neg ? uint64_t{1} << 63 : (uint64_t{1} << 63) - 1);
+  if (r.ec != std::errc() && !overflow) return false;
+  out = overflow ? 0 : (neg ? static_cast<int64_t>(0 - u) : static_cast<int64_t>(u));
+  return true;
 }
 
 }  // namespace snapkv::jinja

@@ -43,4 +43,10 @@ struct JsonOptions {
 /// a namespace) sets `error` to a message and returns what was written so far.
 std::string py_json(const Value& v, const JsonOptions& o, std::string& error);
 
+/// Python's int(text, base) for base 0 or 2..36 (text already stripped): optional sign, a prefix
+/// 0x / 0o / 0b matching the base (base 0: any, else decimal without leading zeros), digits with
+/// single underscores between them. False when text is not such a number; true with `overflow`
+/// set when it is one beyond int64 (`out` is then 0).
+bool py_int_base(const std::string& text, int base, int64_t& out, bool& overflow);
+
 }  // namespace snapkv::jinja

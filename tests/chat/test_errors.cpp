@@ -239,6 +239,16 @@ TEST(ChatErrors, ListsKeptBySetsAreBoundedByTheWork) {
             "render (limit)");
 }
 
+TEST(ChatErrors, IntBeyond64BitsIsAnError) {
+  // jinja2 gives Python's big integers; this renderer has int64, so an error (it was a silent 0,
+  // or undefined behaviour in C++ for a float beyond 2^63).
+  for (const char* e :
+       {"1e300|int", "'99999999999999999999'|int", "'1e19'|int", "'ffffffffffffffffff'|int(base=16)", "(-9.3e18)|int"})
+    EXPECT_NE(render_error(std::string("{{ ") + e + " }}").find("beyond the 64-bit integers"), std::string::npos) << e;
+  EXPECT_EQ(ChatTemplate::parse("{{ (-9.2e18)|int }} {{ 'inf'|int(3) }}", "t").render(kUser).text,
+            "-9200000000000000000 3");
+}
+
 TEST(ChatErrors, ATemplateSourceAboveOneMebibyteIsRefused) {
   const std::string big(ChatTemplate::kMaxSourceBytes + 1, 'x');
   EXPECT_EQ(error_of([&] { ChatTemplate::parse(big, "t"); }),
