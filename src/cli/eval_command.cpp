@@ -81,13 +81,7 @@ int eval_command(const EvalOptions& o) {
   cfg.protocols = eval::parse_protocols(o.protocol);
   cfg.samples = o.samples;
   cfg.seed = o.seed;
-  for (const std::string& d : eval::split_list(o.depths, "--depths")) {
-    char* end = nullptr;
-    const double v = std::strtod(d.c_str(), &end);
-    if (end == d.c_str() || *end != '\0' || !(v >= 0 && v <= 100))
-      throw Error(fmt::format("--depths: '{}' is not a percentage in [0, 100]", d));
-    cfg.depths.push_back(v / 100.0);
-  }
+  cfg.depths = eval::parse_depths(o.depths);
   cfg.chat = eval::parse_chat_mode(o.chat);
   cfg.answer_prefix = o.answer_prefix == "on";
   cfg.gen_tokens = o.gen_tokens;

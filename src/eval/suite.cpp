@@ -67,7 +67,26 @@ std::vector<int64_t> parse_lengths(std::string_view text) {
     for (char c : digits) ok = ok && c >= '0' && c <= '9';
     if (ok) v = std::stoll(digits) * mul;
     if (!ok || v <= 0) throw Error(fmt::format("--lengths: '{}' is not a positive length (e.g. 4096 or 4K)", item));
+    if (std::find(out.begin(), out.end(), v) != out.end())
+      throw Error(fmt::format("--lengths: {} tokens are listed twice ('{}' repeats one)", v, item));
     out.push_back(v);
+  }
+  return out;
+}
+
+std::vector<double> parse_depths(std::string_view text) {
+  std::vector<double> out;
+  std::vector<int64_t> hundredths;
+  for (const std::string& d : split_list(text, "--depths")) {
+    char* end = nullptr;
+    const double v = std::strtod(d.c_str(), &end);
+    if (end == d.c_str() || *end != '\0' || !(v >= 0 && v <= 100))
+      throw Error(fmt::format("--depths: '{}' is not a percentage in [0, 100]", d));
+    const int64_t h = std::llround(v * 100);
+    if (std::find(hundredths.begin(), hundredths.end(), h) != hundredths.end())
+      throw Error(fmt::format("--depths: '{}' repeats a depth (depths are told apart to 0.01 %)", d));
+    hundredths.push_back(h);
+    out.push_back(static_cast<double>(h) / 10000.0);
   }
   return out;
 }
@@ -241,9 +260,21 @@ SuiteResult run_suite(const EvalConfig& cfg, const std::string& out_dir, bool re
   for (const auto& [k, v] : {std::pair{cfg.kv_type, cfg.kv_type_v.value_or(cfg.kv_type)}, std::pair{ref, ref}})
     if (const std::string why = kv_types_problem(k, v, engine->info().head_dim); !why.empty())
       throw Error(fmt::format("--kv-type / --kv-type-v / --reference-kv-type: {}", why));
-  for (int64_t L : cfg.lengths)
+  for (int64_t L : cfg.lengths) {
     if (L > engine->info().n_ctx_train)
       throw Error(fmt::format("--lengths: {} exceeds the model's context of {} tokens", L, engine->info().n_ctx_train));
+    // A sample's prompt is L minus the task's own generation length; --gen-tokens replaces the
+    // latter (fidelity scores its own continuation instead of generating).
+    for (const std::string& t : cfg.tasks) {
+      if (t == "fidelity") continue;
+      const int64_t total = L - task_info(t).gen_tokens + cfg.gen_tokens;
+      if (cfg.gen_tokens > 0 && total > engine->info().n_ctx_train)
+        throw Error(
+            fmt::format("--gen-tokens {} with --lengths {}: {}'s prompt and its generated tokens take {} "
+                        "positions, beyond the model's context of {} tokens",
+                        cfg.gen_tokens, L, t, total, engine->info().n_ctx_train));
+    }
+  }
   Workspace ws(*engine);
   PromptFormat fmt(*engine, cfg.chat, cfg.answer_prefix);
   Generator gen(fmt);
@@ -292,12 +323,27 @@ SuiteResult run_suite(const EvalConfig& cfg, const std::string& out_dir, bool re
     }
     const fs::path cp = dir / "config.json";
     if (fs::exists(cp)) {
+      if (!fs::is_regular_file(cp)) throw Error(fmt::format("--resume: '{}' is not a regular file", cp.string()));
       std::ifstream in(cp);
-      check_resumable(nlohmann::json::parse(in), config, cp.string());
+      try {
+        check_resumable(nlohmann::json::parse(in), config, cp.string());
+      } catch (const nlohmann::json::exception& e) {
+        throw Error(fmt::format("--resume: '{}' is not the config.json of an eval run: {}", cp.string(), e.what()));
+      }
     }
+    if (fs::exists(jsonl) && !fs::is_regular_file(jsonl))
+      throw Error(fmt::format("--resume: '{}' is not a regular file", jsonl.string()));
     bool dropped = false;
     const auto old = read_jsonl(jsonl.string(), &dropped);
-    for (const auto& r : old) done.insert(record_key(r));
+    for (size_t i = 0; i < old.size(); ++i) {
+      try {
+        done.insert(record_key(old[i]));
+        summarize({old[i]});  // the fields the summary reads, with their types
+      } catch (const nlohmann::json::exception& e) {
+        throw Error(
+            fmt::format("--resume: '{}': record {} is not an eval record: {}", jsonl.string(), i + 1, e.what()));
+      }
+    }
     if (dropped) {  // rewrite without the broken last line
       std::string text;
       for (const auto& r : old) text += r.dump() + "\n";

@@ -24,8 +24,12 @@ namespace snapkv::eval {
 std::vector<std::string> split_press_list(std::string_view text);
 /// Comma-separated items, none empty (throws snapkv::Error naming `what`).
 std::vector<std::string> split_list(std::string_view text, std::string_view what);
-/// "2K,4096" -> {2048, 4096}: positive integers, with an optional K (x1024) suffix.
+/// "2K,4096" -> {2048, 4096}: positive integers, with an optional K (x1024) suffix; a length
+/// given twice (e.g. 1K and 1024) is an error.
 std::vector<int64_t> parse_lengths(std::string_view text);
+/// "10,33.5,90" (percent) -> {0.10, 0.335, 0.90}: numbers in [0, 100] rounded to 0.01 % (the
+/// precision of the samples' ids, "d33.5"); two that round alike are an error.
+std::vector<double> parse_depths(std::string_view text);
 /// Task names with the aliases "ruler" (the 11 RULER tasks) and "all" (every task), deduplicated.
 std::vector<std::string> expand_tasks(std::string_view text);
 /// "aware", "agnostic", "multi", "reselect", "followup", "both" (aware, agnostic), "all" (aware, agnostic,

@@ -90,7 +90,12 @@ std::vector<std::string> ruler_task_names() {
 
 std::string sample_id(const SampleRequest& r) {
   std::string id = fmt::format("{}/{}/{}", r.task, r.length, r.index);
-  if (r.depth >= 0) id += fmt::format("/d{}", static_cast<int>(std::lround(r.depth * 100)));
+  if (r.depth >= 0) {
+    // Percent to 0.01 (parse_depths' precision): "d33", "d33.5", "d33.25".
+    const int64_t h = std::llround(r.depth * 10000);
+    id += h % 100 == 0 ? fmt::format("/d{}", h / 100) : fmt::format("/d{}", fmt::format("{:.2f}", h / 100.0));
+    if (h % 100 != 0 && id.back() == '0') id.pop_back();
+  }
   return id;
 }
 

@@ -65,7 +65,7 @@ struct SampleRequest {
   double depth = -1;  ///< niah_grid only, in [0, 1]
 };
 
-/// The id of a request ("task/length/index[/dNN]").
+/// The id of a request ("task/length/index[/dNN]", the depth in percent to 0.01: "d33.25").
 std::string sample_id(const SampleRequest& r);
 
 class Generator {

@@ -11,6 +11,7 @@
 
 #include "eval/report.h"
 #include "eval/suite.h"
+#include "eval/tasks.h"
 #include "eval_test_util.h"
 
 namespace snapkv::eval {
@@ -31,6 +32,20 @@ TEST(SuiteFlags, Lists) {
   EXPECT_THROW(split_press_list("snapkv,,tova"), Error);
   EXPECT_EQ(parse_lengths("2K,4096,1k"), (std::vector<int64_t>{2048, 4096, 1024}));
   for (const char* bad : {"", "2M", "-1", "0", "4K2", "K"}) EXPECT_THROW(parse_lengths(bad), Error) << bad;
+  // A length or depth given twice would run (and count) the same samples twice.
+  for (const char* bad : {"1K,1024", "4096,4K", "2K,2K"}) EXPECT_THROW(parse_lengths(bad), Error) << bad;
+  EXPECT_EQ(parse_depths("0,33.3,33.4,100"), (std::vector<double>{0.0, 0.333, 0.334, 1.0}));
+  EXPECT_EQ(parse_depths("12.345"), (std::vector<double>{0.1235}));  // to 0.01 %
+  for (const char* bad : {"50,50", "33.331,33.334", "", "101", "-1", "x", "nan", "50,"})
+    EXPECT_THROW(parse_depths(bad), Error) << bad;
+  // Sample ids tell depths apart to 0.01 % (33.3 and 33.4 were both "d33", so --resume skipped one).
+  auto id = [](double depth) { return sample_id(SampleRequest{"niah_grid", 1024, 7, 0, depth}); };
+  EXPECT_EQ(id(0.5), "niah_grid/1024/0/d50");
+  EXPECT_EQ(id(0.333), "niah_grid/1024/0/d33.3");
+  EXPECT_EQ(id(0.334), "niah_grid/1024/0/d33.4");
+  EXPECT_EQ(id(0.1235), "niah_grid/1024/0/d12.35");
+  EXPECT_EQ(id(0.0), "niah_grid/1024/0/d0");
+  EXPECT_EQ(sample_id(SampleRequest{"vt", 2048, 7, 3, -1}), "vt/2048/3");
   EXPECT_EQ(expand_tasks("ruler").size(), 11u);
   EXPECT_EQ(expand_tasks("all").size(), 14u);  // + niah_grid, fidelity, niah_followup
   EXPECT_EQ(expand_tasks("vt,ruler,vt").front(), "vt");
@@ -154,6 +169,68 @@ TEST(Suite, RunsWritesAndResumes) {
   other = cfg;
   other.presses.push_back("knorm:budget=64,window=16");
   EXPECT_EQ(run_suite(other, d.string(), true).records, 10);
+  fs::remove_all(d);
+}
+
+// --resume on a damaged run directory: errors name the file (and the record), not just a JSON
+// library's words; --gen-tokens must leave the prompt and its tokens within the model's context.
+TEST(Suite, ResumeNamesWhatIsDamagedAndGenTokensMustFit) {
+  const fs::path d = temp_dir("suite_damaged");
+  EvalConfig cfg;
+  cfg.model_path = (test::shared_dir() / "models" / "stories260K.gguf").string();
+  cfg.tasks = {"niah_single_2"};
+  cfg.lengths = {512};
+  cfg.presses = {"snapkv:budget=64,window=16"};
+  cfg.protocols = {Protocol::Aware};
+  cfg.samples = 1;
+  cfg.chat = ChatMode::Off;
+  cfg.gen_tokens = 8;
+  cfg.threads = 2;
+  ASSERT_EQ(run_suite(cfg, d.string(), false).records, 2);  // none and snapkv
+  const auto error_of = [&] {
+    try {
+      (void)run_suite(cfg, d.string(), true);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const auto write = [&](const char* name, const std::string& text) {
+    std::ofstream(d / name, std::ios::trunc) << text;
+  };
+  std::string config, records;
+  {
+    std::ifstream c(d / "config.json"), r(d / "samples.jsonl");
+    config.assign(std::istreambuf_iterator<char>(c), {});
+    records.assign(std::istreambuf_iterator<char>(r), {});
+  }
+  for (const char* bad : {"{bad", "{}", "[]"}) {
+    write("config.json", bad);
+    const std::string e = error_of();
+    EXPECT_NE(e.find("config.json' is not the config.json of an eval run"), std::string::npos) << bad << ": " << e;
+  }
+  write("config.json", config);
+  for (const std::string& bad :
+       {std::string("{}\n"),
+        std::string(R"({"sample_id":"x","press":"none","protocol":"aware","question":0,"task":5})") + "\n"}) {
+    write("samples.jsonl", bad + records);
+    const std::string e = error_of();
+    EXPECT_NE(e.find("samples.jsonl': record 1 is not an eval record"), std::string::npos) << bad << ": " << e;
+  }
+  write("samples.jsonl", records);
+  EXPECT_EQ(error_of(), "");  // repaired: nothing left to run
+  fs::remove(d / "config.json");
+  fs::create_directory(d / "config.json");
+  EXPECT_NE(error_of().find("config.json' is not a regular file"), std::string::npos);
+  fs::remove_all(d);
+  // stories260K's context is 2,048 positions: a 512-token sample (a prompt of 512 minus the
+  // task's own 128) generating 2,000 tokens needs 2,384.
+  cfg.gen_tokens = 2000;
+  const std::string e = error_of();
+  EXPECT_NE(e.find("--gen-tokens 2000 with --lengths 512: niah_single_2's prompt and its generated tokens take 2384 "
+                   "positions, beyond the model's context of 2048 tokens"),
+            std::string::npos)
+      << e;
   fs::remove_all(d);
 }
 
