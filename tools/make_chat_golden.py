@@ -143,6 +143,7 @@ SNIPPETS = [
     "{{ 'héllo'.count('l', -2) }} {{ 'abcabc'.index('c', 3) }}",
     "{{ 'abc'.index('a', 1) }}",
     "{{ 'abc'.find('a', 'x') }}",
+    r"{{ '\101\0102\7x\12y' }}|{{ '\08' }}|{{ '\777' }}|{{ '\u00e9\U0001F600' }}",  # octal escapes: code points
     "{{ messages[0].content.split('e') }}",
     "{{ 10 // 3 * 3 + 10 % 3 }}",
     "{{ 2 ** 3 ** 2 }}",

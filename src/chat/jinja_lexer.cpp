@@ -333,17 +333,30 @@ class Lexer {
           v += '\v';
           break;
         case '0':
-          v += '\0';
+        case '1':
+        case '2':
+        case '3':
+        case '4':
+        case '5':
+        case '6':
+        case '7': {  // one to three octal digits: the code point
+          uint32_t cp = static_cast<uint32_t>(e - '0');
+          for (int j = 0; j < 2 && k_ < s_.size() && s_[k_] >= '0' && s_[k_] <= '7'; ++j)
+            cp = cp * 8 + static_cast<uint32_t>(s_[k_++] - '0');
+          encode_utf8(v, cp);
           break;
+        }
         case 'x':
           encode_utf8(v, hex(2));
           break;
         case 'u':
-          encode_utf8(v, hex(4));
-          break;
         case 'U': {
-          const uint32_t cp = hex(8);
+          const uint32_t cp = hex(e == 'u' ? 4 : 8);
           if (cp > 0x10FFFF) throw TemplateError{"escape beyond U+10FFFF in a string literal", p};
+          // Python keeps a lone surrogate in the string; it cannot become UTF-8 text (transformers'
+          // tokenizer fails on it), and written as bytes it would be invalid UTF-8 (CESU-8).
+          if (cp >= 0xD800 && cp <= 0xDFFF)
+            throw TemplateError{"a surrogate escape (U+D800..U+DFFF) in a string literal cannot become UTF-8 text", p};
           encode_utf8(v, cp);
           break;
         }

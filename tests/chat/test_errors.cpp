@@ -249,6 +249,13 @@ TEST(ChatErrors, IntBeyond64BitsIsAnError) {
             "-9200000000000000000 3");
 }
 
+TEST(ChatErrors, ASurrogateEscapeIsAnError) {
+  // Python keeps a lone surrogate in the string, which transformers' tokenizer then cannot take;
+  // written out it would be invalid UTF-8.
+  for (const char* src : {"{{ '\\ud800' }}", "{{ '\\U0000DFFF' }}"})
+    EXPECT_NE(parse_error(src).find("surrogate escape"), std::string::npos) << src;
+}
+
 TEST(ChatErrors, ATemplateSourceAboveOneMebibyteIsRefused) {
   const std::string big(ChatTemplate::kMaxSourceBytes + 1, 'x');
   EXPECT_EQ(error_of([&] { ChatTemplate::parse(big, "t"); }),
