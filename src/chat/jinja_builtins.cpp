@@ -512,8 +512,19 @@ int64_t need_int(Evaluator& ev, const Value& v, const char* test) {
   if (v.kind == Value::Kind::Bool) return v.b ? 1 : 0;
   ev.fail(fmt::format("test '{}' needs an integer, got {}", test, type_name(v)));
 }
-bool t_odd(Evaluator& ev, const Value& v, CallArgs&) { return need_int(ev, v, "odd") % 2 != 0; }
-bool t_even(Evaluator& ev, const Value& v, CallArgs&) { return need_int(ev, v, "even") % 2 == 0; }
+// jinja2: value % 2 == 1 (odd) or == 0 (even), so floats too (2.0 is even; inf and nan neither).
+double py_mod2(const Value& v) {
+  const double x = v.f;
+  return x - std::floor(x / 2) * 2;
+}
+bool t_odd(Evaluator& ev, const Value& v, CallArgs&) {
+  if (v.kind == Value::Kind::Float) return py_mod2(v) == 1.0;
+  return need_int(ev, v, "odd") % 2 != 0;
+}
+bool t_even(Evaluator& ev, const Value& v, CallArgs&) {
+  if (v.kind == Value::Kind::Float) return py_mod2(v) == 0.0;
+  return need_int(ev, v, "even") % 2 == 0;
+}
 bool t_divisibleby(Evaluator& ev, const Value& v, CallArgs& a) {
   const int64_t d = need_int(ev, test_arg(ev, a, "divisibleby"), "divisibleby");
   if (d == 0) ev.fail("divisibleby 0");

@@ -689,7 +689,13 @@ Value Evaluator::eval_binary(const Expr& e) {
       if (acc == 1 && a == -1 && b % 2 == 1) acc = -1;
       return Value::integer(acc);
     }
-    return Value::real(std::pow(x, y));
+    // Python: ZeroDivisionError, a complex result, OverflowError; this renderer has no complex
+    // numbers and writes no inf where Python raises.
+    if (x == 0 && y < 0) fail("0.0 cannot be raised to a negative power");
+    if (x < 0 && std::isfinite(y) && std::floor(y) != y) fail("a negative number to a fractional power is complex");
+    const double p = std::pow(x, y);
+    if (std::isinf(p) && std::isfinite(x) && std::isfinite(y)) fail("** overflows a float");
+    return Value::real(p);
   }
   fail(fmt::format("unsupported operator '{}'", op));
 }

@@ -249,6 +249,11 @@ TEST(ChatErrors, IntBeyond64BitsIsAnError) {
             "-9200000000000000000 3");
 }
 
+TEST(ChatErrors, AComplexPowerIsAnError) {
+  // jinja2 prints Python's complex number; this renderer has none (and wrote nan).
+  EXPECT_EQ(render_error("{{ (-8) ** 0.5 }}"), "t:1:9: a negative number to a fractional power is complex");
+}
+
 TEST(ChatErrors, ASurrogateEscapeIsAnError) {
   // Python keeps a lone surrogate in the string, which transformers' tokenizer then cannot take;
   // written out it would be invalid UTF-8.
