@@ -89,7 +89,10 @@ def niah_heatmaps(d, records, out):
             continue
         k = (r["press"], r["protocol"])
         labels[k] = press_label(r)
-        cells[k][(round(r["depth"] * 100), r["length"])].append(r["score"])
+        # Percent to 0.01, as the eval tells depths apart (33.3 and 33.4 are two rows); whole
+        # percents print without a fraction.
+        pct = round(r["depth"] * 100, 2)
+        cells[k][(int(pct) if pct == int(pct) else pct, r["length"])].append(r["score"])
     protos = PROTOCOLS
     keys = sorted(cells, key=lambda k: (press_key(labels[k]), k[0], protos.index(k[1]) if k[1] in protos else 9))
     for k in keys:

@@ -56,10 +56,10 @@ struct ChatTemplateOptions {
   std::string tools_json;
   size_t max_output_bytes = size_t{64} << 20;  ///< limit on the rendered text
   int64_t max_loop_iterations = 1'000'000;     ///< limit on loop iterations of one render
-  /// Limit on the work of one render: bytes of strings (128 per list or dict item, about what an
-  /// item costs in memory) read or built by operators, filters, tests, methods and loops, plus
-  /// the output. Bounds a render's time, and the memory of the values it builds (~1-2x this).
-  size_t max_work_bytes = size_t{256} << 20;
+  /// Limit on the work of one render: bytes of strings (16 per list or dict item) read or built by
+  /// operators, filters, tests, methods and loops, plus the output, plus 128 per item (about its
+  /// memory) of each value a `set` stores. Bounds a render's time and what its variables hold.
+  size_t max_work_bytes = size_t{1} << 30;
 };
 
 /// A parsed Jinja chat template. Cheap to copy (shares the parsed tree); immutable; render() is

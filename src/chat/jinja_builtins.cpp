@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <map>
+#include <optional>
 
 #include "chat/jinja_eval.h"
 #include "chat/jinja_text.h"
@@ -191,9 +192,6 @@ Value f_items(Evaluator& ev, const Value& v, CallArgs&) {
 
 Value f_string(Evaluator&, const Value& v, CallArgs&) { return Value::string(to_str(v)); }
 
-// strtod reads C99 hex floats ("0x1A" = 26.0); Python's float() does not.
-bool is_hex_float(const std::string& s) { return s.find_first_of("xX") != std::string::npos; }
-
 Value f_int(Evaluator& ev, const Value& v, CallArgs& a) {
   const int64_t dflt = int_arg(ev, a, 0, "default", 0);
   const int64_t base = int_arg(ev, a, 1, "base", 10);  // jinja2's int(value, default=0, base=10)
@@ -204,7 +202,7 @@ Value f_int(Evaluator& ev, const Value& v, CallArgs& a) {
   if (v.kind == Value::Kind::Bool) return Value::integer(v.b ? 1 : 0);
   if (v.kind == Value::Kind::Float) {
     if (!std::isfinite(v.f)) return Value::integer(dflt);
-    if (!(std::fabs(v.f) < 9223372036854775808.0)) too_big(float_repr(v.f));
+    if (!(v.f >= -0x1p63 && v.f < 0x1p63)) too_big(float_repr(v.f));
     return Value::integer(static_cast<int64_t>(v.f));
   }
   if (v.is_string()) {
@@ -217,10 +215,9 @@ Value f_int(Evaluator& ev, const Value& v, CallArgs& a) {
       if (overflow) too_big(fmt::format("'{}'", s));
       return Value::integer(x);
     }
-    char* end = nullptr;
-    const double d = std::strtod(s.c_str(), &end);
-    if (!s.empty() && *end == '\0' && !is_hex_float(s) && std::isfinite(d)) {
-      if (!(std::fabs(d) < 9223372036854775808.0)) too_big(fmt::format("'{}'", s));
+    double d = 0;
+    if (py_float(s, d) && std::isfinite(d)) {
+      if (!(d >= -0x1p63 && d < 0x1p63)) too_big(fmt::format("'{}'", s));
       return Value::integer(static_cast<int64_t>(d));
     }
   }
@@ -232,10 +229,8 @@ Value f_float(Evaluator& ev, const Value& v, CallArgs& a) {
   const Value dflt = d ? *d : Value::real(0.0);
   if (v.is_number()) return Value::real(v.as_double());
   if (v.is_string()) {
-    const std::string s = py_strip(*v.s, StripSide::Both, nullptr).text();
-    char* end = nullptr;
-    const double x = std::strtod(s.c_str(), &end);
-    if (!s.empty() && *end == '\0' && !is_hex_float(s)) return Value::real(x);
+    double x = 0;
+    if (py_float(py_strip(*v.s, StripSide::Both, nullptr).text(), x)) return Value::real(x);
   }
   (void)ev;
   return dflt;
@@ -589,37 +584,15 @@ const std::map<std::string, TestFn>& tests() {
 // ---- methods ----
 
 // The bytes of s[start:end] for a str method's optional start / end arguments at positions i,
-// i + 1 (Python's slice of code points: None = the whole string, negative = from the end,
-// clamped); `past_end` when start lies beyond the string, where Python's find / count /
-// startswith find nothing even for an empty needle.
-struct CodePointRange {
-  size_t begin = 0, end = 0;
-  int64_t start = 0;  // in code points
-  bool past_end = false;
-};
-CodePointRange cp_range(Evaluator& ev, const std::string& t, const CallArgs& a, size_t i, const std::string& method) {
-  CodePointRange r{0, t.size(), 0, false};
-  const Value* sv = a.get(i, "start");
-  const Value* ev_end = a.get(i + 1, "end");
-  if ((sv == nullptr || sv->is_none()) && (ev_end == nullptr || ev_end->is_none())) return r;
-  const std::vector<size_t> off = code_point_offsets(t);
-  const auto n = static_cast<int64_t>(off.size()) - 1;
-  auto index = [&](const Value* v, int64_t dflt) {
-    if (v == nullptr || v->is_none()) return dflt;
+// i + 1 (py_slice_bytes; None or absent = the whole string).
+SliceBytes cp_range(Evaluator& ev, const std::string& t, const CallArgs& a, size_t i, const std::string& method) {
+  auto index = [&](const Value* v) -> std::optional<int64_t> {
+    if (v == nullptr || v->is_none()) return std::nullopt;
     if (v->kind != Value::Kind::Int && v->kind != Value::Kind::Bool)
       ev.fail(fmt::format("{}(): slice indices must be integers or None, not {}", method, type_name(*v)));
-    const int64_t x = v->kind == Value::Kind::Bool ? (v->b ? 1 : 0) : v->i;
-    return x < 0 ? std::max<int64_t>(0, x + n) : x;  // x + n: n is far below 2^62
+    return v->kind == Value::Kind::Bool ? (v->b ? 1 : 0) : v->i;
   };
-  int64_t b = index(sv, 0);
-  int64_t e = std::min(index(ev_end, n), n);
-  r.past_end = b > n;
-  b = std::min(b, n);
-  e = std::max(e, b);
-  r.begin = off[static_cast<size_t>(b)];
-  r.end = off[static_cast<size_t>(e)];
-  r.start = b;
-  return r;
+  return py_slice_bytes(t, index(a.get(i, "start")), index(a.get(i + 1, "end")));
 }
 
 Value str_method(Evaluator& ev, const Value& obj, const std::string& name, CallArgs& a) {
@@ -628,7 +601,7 @@ Value str_method(Evaluator& ev, const Value& obj, const std::string& name, CallA
     const Value* p = a.get(0, "prefix");
     if (p == nullptr) ev.fail(fmt::format("{}() needs an argument", name));
     std::vector<Value> options = p->is_array() ? *p->a : std::vector<Value>{*p};
-    const CodePointRange r = cp_range(ev, s.text(), a, 1, name);
+    const SliceBytes r = cp_range(ev, s.text(), a, 1, name);
     const std::string_view t = std::string_view(s.text()).substr(r.begin, r.end - r.begin);
     for (const Value& o : options) {
       if (!o.is_string()) ev.fail(fmt::format("{}() arguments must be strings", name));
@@ -659,7 +632,7 @@ Value str_method(Evaluator& ev, const Value& obj, const std::string& name, CallA
     const std::string* sub = str_arg(ev, a, 0, "sub");
     if (sub == nullptr) ev.fail(fmt::format("{}() needs a string argument", name));
     const std::string& t = s.text();
-    const CodePointRange r = cp_range(ev, t, a, 1, name);
+    const SliceBytes r = cp_range(ev, t, a, 1, name);
     const auto found = [&](size_t at) { return at != std::string::npos && at + sub->size() <= r.end; };
     if (name == "count") {
       if (r.past_end) return Value::integer(0);

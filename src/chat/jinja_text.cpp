@@ -424,4 +424,40 @@ bool py_int_base(const std::string& text, int base, int64_t& out, bool& overflow
   return true;
 }
 
+bool py_float(const std::string& text, double& out) {
+  // strtod also reads C99 hex floats ("0x1A" = 26.0) and "infinity"-like words Python reads too;
+  // Python's float() reads no hex. Single underscores between digits are Python's (PEP 515).
+  if (text.empty() || text.find_first_of("xX") != std::string::npos) return false;
+  std::string s;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '_') {
+      s.push_back(text[i]);
+      continue;
+    }
+    const auto digit = [](char c) { return c >= '0' && c <= '9'; };
+    if (i == 0 || i + 1 == text.size() || !digit(text[i - 1]) || !digit(text[i + 1])) return false;
+  }
+  char* end = nullptr;
+  out = std::strtod(s.c_str(), &end);
+  return end != s.c_str() && *end == '\0';
+}
+
+SliceBytes py_slice_bytes(const std::string& t, std::optional<int64_t> start, std::optional<int64_t> end) {
+  SliceBytes r{0, t.size(), false};
+  if (!start && !end) return r;
+  const std::vector<size_t> off = code_point_offsets(t);
+  const auto n = static_cast<int64_t>(off.size()) - 1;
+  const auto index = [&](std::optional<int64_t> x, int64_t dflt) {
+    if (!x) return dflt;
+    return *x < 0 ? std::max<int64_t>(0, *x + n) : *x;  // *x + n: n is far below 2^62
+  };
+  const int64_t b = index(start, 0);
+  const int64_t e = std::min(index(end, n), n);
+  r.past_end = e < b;  // also b beyond the string, since e <= n
+  const int64_t bc = std::min(b, n);
+  r.begin = off[static_cast<size_t>(bc)];
+  r.end = off[static_cast<size_t>(std::max(e, bc))];
+  return r;
+}
+
 }  // namespace snapkv::jinja

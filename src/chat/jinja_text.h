@@ -49,4 +49,17 @@ std::string py_json(const Value& v, const JsonOptions& o, std::string& error);
 /// set when it is one beyond int64 (`out` is then 0).
 bool py_int_base(const std::string& text, int base, int64_t& out, bool& overflow);
 
+/// Python's float(text) for text already stripped: what strtod reads (decimal, exponent, inf,
+/// nan) with single underscores between digits, but no hex. False when text is not such a number.
+bool py_float(const std::string& text, double& out);
+
+/// The bytes [begin, end) of text[start:end] (a Python slice of code points: absent = the whole
+/// string, negative = from the end, clamped). past_end: start lies beyond the string or after
+/// end, where Python's find / count / startswith find nothing, even an empty needle.
+struct SliceBytes {
+  size_t begin = 0, end = 0;
+  bool past_end = false;
+};
+SliceBytes py_slice_bytes(const std::string& text, std::optional<int64_t> start, std::optional<int64_t> end);
+
 }  // namespace snapkv::jinja

@@ -209,8 +209,15 @@ void check_resumable(const nlohmann::json& old, const nlohmann::ordered_json& no
                               what, a.dump(), b.dump()));
   };
   same("model.sha256", old.at("model").at("sha256"), now["model"]["sha256"]);
-  for (const char* k : {"tasks", "lengths", "samples", "seed", "depths", "prompt_format", "gen_tokens", "kv_type"})
+  for (const char* k : {"tasks", "lengths", "samples", "seed", "prompt_format", "gen_tokens", "kv_type"})
     same(k, old.at(k), now[k]);
+  // Depths to 1e-9: runs before session 52 stored percent / 100, now (percent to 0.01) x 100 /
+  // 10000, which can differ in the last bit for fractional percents.
+  const nlohmann::json& od = old.at("depths");
+  bool depths_equal = od.is_array() && od.size() == now["depths"].size();
+  for (size_t i = 0; depths_equal && i < od.size(); ++i)
+    depths_equal = od[i].is_number() && std::fabs(od[i].get<double>() - now["depths"][i].get<double>()) < 1e-9;
+  if (!depths_equal) same("depths", od, now["depths"]);
   same("kv_type_v", old.value("kv_type_v", old.at("kv_type")), now["kv_type_v"]);  // older runs: one type
   same("reference_kv_type", old.value("reference_kv_type", old.at("kv_type")), now["reference_kv_type"]);
   // Older runs: one type for keys and values.
