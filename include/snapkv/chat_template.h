@@ -57,8 +57,8 @@ struct ChatTemplateOptions {
   size_t max_output_bytes = size_t{64} << 20;  ///< limit on the rendered text
   int64_t max_loop_iterations = 1'000'000;     ///< limit on loop iterations of one render
   /// Limit on the work of one render: bytes of strings (16 per list or dict item) read or built by
-  /// operators, filters, tests, methods and loops, plus the output, plus 128 per item (about its
-  /// memory) of each value a `set` stores. Bounds a render's time and what its variables hold.
+  /// operators, filters, tests, methods and loops, plus the output. Bounds a render's time; the
+  /// memory a hostile template holds in variables is not bounded by it (docs/chat.md, "Limits").
   size_t max_work_bytes = size_t{1} << 30;
 };
 

@@ -600,6 +600,7 @@ Value str_method(Evaluator& ev, const Value& obj, const std::string& name, CallA
   if (name == "startswith" || name == "endswith") {
     const Value* p = a.get(0, "prefix");
     if (p == nullptr) ev.fail(fmt::format("{}() needs an argument", name));
+    if (p->is_array() && !p->is_tuple) ev.fail(fmt::format("{}() takes a str or a tuple of str, not a list", name));
     std::vector<Value> options = p->is_array() ? *p->a : std::vector<Value>{*p};
     const SliceBytes r = cp_range(ev, s.text(), a, 1, name);
     const std::string_view t = std::string_view(s.text()).substr(r.begin, r.end - r.begin);

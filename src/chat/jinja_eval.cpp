@@ -79,24 +79,6 @@ void Evaluator::charge(const Value& v) {
   }
 }
 
-void Evaluator::charge_kept(const Value& v) {
-  // Iterative, and ends at the work limit, so its own time is bounded by it too.
-  std::vector<const Value*> todo{&v};
-  while (!todo.empty()) {
-    const Value* x = todo.back();
-    todo.pop_back();
-    if (x->is_array()) {
-      charge_bytes(kKeptItemWorkBytes * x->a->size());
-      for (const Value& y : *x->a)
-        if (y.is_array() || y.is_object()) todo.push_back(&y);
-    } else if (x->is_object()) {
-      charge_bytes(kKeptItemWorkBytes * x->o->items.size());
-      for (const auto& kv : x->o->items)
-        if (kv.second.is_array() || kv.second.is_object()) todo.push_back(&kv.second);
-    }
-  }
-}
-
 void Evaluator::emit(Str& out, const Str& s) {
   charge_bytes(s.size());
   check_bytes(out.size() + s.size());
@@ -160,7 +142,6 @@ Evaluator::Flow Evaluator::exec_node(const Node& n, Str& out) {
     case NodeKind::Set: {
       Value v = eval(*n.expr);
       pos_ = n.pos;
-      charge_kept(v);
       if (!n.attr.empty()) {
         const Value ns = lookup(n.text);
         if (!ns.is_object() || !ns.is_namespace) {

@@ -19,18 +19,15 @@ struct Limits {
   size_t max_items = 1'000'000;                ///< elements of one list built by the template (range(), +, *)
   int max_call_depth = 64;                     ///< nested macro calls
   /// Work of one render: bytes of every string (and kItemWorkBytes per list or dict item) that an
-  /// operator, filter, test, method or loop reads or builds, plus the output, plus
-  /// kKeptItemWorkBytes per item of every value a `set` keeps. Bounds the time of loops that
-  /// repeat work on large values, and the memory that variables hold.
+  /// operator, filter, test, method or loop reads or builds, plus the output. Bounds the time of
+  /// loops that repeat work on large values. Not the memory a render holds: values kept in
+  /// variables are not counted as live memory (70 `set`s of range(1000000) hold ~8.5 GB before
+  /// this limit ends the render; templates come from the model or the operator, not from clients).
   size_t max_work_bytes = size_t{1} << 30;
 };
 
 /// Work charged per list or dict item read or built.
 inline constexpr size_t kItemWorkBytes = 16;
-/// Work charged per item (lists and dicts, all levels) of a value a `set` stores: about an item's
-/// memory (a Value with its share of the allocations), so the values variables keep stay within
-/// ~1x the work limit. At 16 bytes, 70 `set`s of range(1000000) held 8.5 GB before the limit.
-inline constexpr size_t kKeptItemWorkBytes = 128;
 
 struct Scope {
   std::unordered_map<std::string, Value> vars;
@@ -60,8 +57,6 @@ class Evaluator {
   /// Charges the work of reading or building `v` (see Limits::max_work_bytes).
   void charge(const Value& v);
   void charge_bytes(size_t n);
-  /// Charges kKeptItemWorkBytes per item of `v` at every level (a value a `set` stores).
-  void charge_kept(const Value& v);
   const Limits& limits() const { return limits_; }
   /// Remembers a namespace() object, emptied when the render ends (breaks reference cycles).
   void track_namespace(std::shared_ptr<Object> ns);

@@ -427,7 +427,8 @@ bool py_int_base(const std::string& text, int base, int64_t& out, bool& overflow
 bool py_float(const std::string& text, double& out) {
   // strtod also reads C99 hex floats ("0x1A" = 26.0) and "infinity"-like words Python reads too;
   // Python's float() reads no hex. Single underscores between digits are Python's (PEP 515).
-  if (text.empty() || text.find_first_of("xX") != std::string::npos) return false;
+  // "nan(...)" too, which strtod reads and Python does not.
+  if (text.empty() || text.find_first_of("xX(") != std::string::npos) return false;
   std::string s;
   for (size_t i = 0; i < text.size(); ++i) {
     if (text[i] != '_') {
