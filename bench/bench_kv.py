@@ -41,6 +41,16 @@ Usage (from the repository root):
     python3 bench/bench_kv.py --models gemma --lengths 1K,4K   # a quick subset
     python3 bench/bench_kv.py --bandwidth-gbs 35 --json-out kv.json
     python3 bench/bench_kv.py --models synthetic --lengths 16K --profile   # + decode time per operation
+    python3 bench/bench_kv.py --models synthetic --lengths 32K --decode-reps 5  # decode again and again
+
+--decode-reps N prefills each row once (`--save-session FILE`, `-n 0`; its prefill time is the
+TTFT column) and then decodes N times from the saved context in fresh processes
+(`--load-session FILE --question " x" -n 128 --ignore-eos`), each decode between two bandwidth
+readings of its own: a long prompt's decode can then be measured many times for one prefill,
+and each run's strict share uses the readings next to it. Then "decode tok/s" is the median of
+the N runs, "achieved" the median of the N runs' strict shares, and "read GB/s" the range of all
+the row's readings. The context is prompt + 2 question tokens + the generated ones, so capped
+prompts are 4 tokens shorter.
 """
 
 from __future__ import annotations
@@ -74,6 +84,8 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("-n", "--n-gen", type=int, default=128)
     ap.add_argument("--budget", type=int, default=1024, help="SnapKV budget (tokens kept per KV head)")
     ap.add_argument("-r", "--reps", type=int, default=1, help="repetitions (medians of tok/s and TTFT)")
+    ap.add_argument("--decode-reps", type=int, default=0,
+                    help="prefill each row once, save the context, and decode N times from it (see above)")
     ap.add_argument("--kv-type", choices=["f16", "f32", "q8_0", "q4_0"], default=None, help="KV cache type (default: the engine's)")
     ap.add_argument("--kv-type-v", choices=["f16", "f32", "q8_0", "q4_0"], default=None,
                     help="KV cache type of values (default: --kv-type's; e.g. --kv-type q8_0 --kv-type-v q4_0)")
@@ -93,8 +105,10 @@ def parse_args() -> argparse.Namespace:
         a.length_list = [parse_length(x) for x in a.lengths.split(",") if x]
     except ValueError:
         bl.fail(f"--lengths: expected e.g. 1K,4K,4096, got {a.lengths!r}")
-    if a.threads < 1 or a.n_gen < 2 or a.reps < 1 or a.budget < 1:
-        bl.fail("need --threads >= 1, --n-gen >= 2, --reps >= 1, --budget >= 1")
+    if a.threads < 1 or a.n_gen < 2 or a.reps < 1 or a.budget < 1 or a.decode_reps < 0:
+        bl.fail("need --threads >= 1, --n-gen >= 2, --reps >= 1, --budget >= 1, --decode-reps >= 0")
+    if a.decode_reps and a.reps != 1:
+        bl.fail("--decode-reps replaces --reps: give one of them")
     return a
 
 
@@ -168,6 +182,33 @@ def counter_for(a: argparse.Namespace, key: str, model: pathlib.Path):
     return bl.SnapkvTokenCounter(a.snapkv, model)
 
 
+def prefill_and_save(a: argparse.Namespace, args: list, session: pathlib.Path) -> dict:
+    """--decode-reps: prefills (and compresses) once with `args` but no decoding, saving the context
+    to `session`. Returns the report, with "session" set to the file."""
+    pre_args = [x for x in args]
+    i = pre_args.index("-n")
+    pre_args[i + 1] = 0
+    pre_args.remove("--ignore-eos")
+    pre_args = [x for x in pre_args if x != "--profile"] + ["--save-session", session]
+    r = bl.run_snapkv(a.snapkv, pre_args, timeout=a.timeout, check=False)
+    r["session"] = str(session)
+    return r
+
+
+def decode_from_session(a: argparse.Namespace, model: pathlib.Path, prefill: dict) -> dict:
+    """--decode-reps: one decode of a.n_gen tokens from the context `prefill` saved, in a fresh
+    process. The report's TTFT and prompt length are the prefill's (the saved context's)."""
+    args = ["-m", model, "--load-session", prefill["session"], "--question", " x", "-n", a.n_gen,
+            "-t", a.threads, "--temp", "0", "--ignore-eos"]
+    if a.profile:
+        args += ["--profile"]
+    r = bl.run_snapkv(a.snapkv, args, timeout=a.timeout, check=False)
+    r["ttft_ms"] = prefill["prefill_ms"]
+    r["n_prompt_tokens"] = prefill["n_context_tokens"]
+    r["compression_ms"] = prefill.get("compression_ms", 0)  # the save report's (the load's is 0)
+    return r
+
+
 def main() -> None:
     a = parse_args()
     bl.require_file(a.snapkv, "snapkv CLI", "build it: scripts/build.sh, or pass --snapkv")
@@ -198,7 +239,9 @@ def main() -> None:
         count = counter_for(a, key, path)
         cap = (not a.no_cap) and info["ctx_train"] is not None
         for want in a.length_list:
-            n = min(want, info["ctx_train"] - a.n_gen) if cap else want
+            # With --decode-reps the context also holds the question's 2 tokens (" x" and its BOS-free
+            # tokenization) and 2 spare: capped prompts are 4 tokens shorter.
+            n = min(want, info["ctx_train"] - a.n_gen - (4 if a.decode_reps else 0)) if cap else want
             text, n_tok = bl.text_with_tokens(count, source, n)
             prompt = tmp / f"{key}_{want}.txt"
             prompt.write_text(text)
@@ -221,12 +264,17 @@ def main() -> None:
                 reports = []
                 row_bw = []
                 try:
-                    for _ in range(a.reps):
+                    if a.decode_reps:
+                        prefill = prefill_and_save(a, args, tmp / f"{key}_{want}_{press}.sess")
+                    for _ in range(a.decode_reps or a.reps):
                         row_bw.append(bandwidth_now())
                         with bl.Contention() as busy:
-                            reports.append(bl.run_snapkv(a.snapkv, args, timeout=a.timeout, check=False))
+                            if a.decode_reps:
+                                r = decode_from_session(a, path, prefill)
+                            else:
+                                r = bl.run_snapkv(a.snapkv, args, timeout=a.timeout, check=False)
+                        reports.append(r)
                         row_bw.append(bandwidth_now())
-                        r = reports[-1]
                         r["other_cpu_share"] = busy.share
                         r["bandwidth_gbs_around"] = row_bw[-2:]
                         print(f"{key} {want:6d} {press:6s} prompt {r['n_prompt_tokens']} decode "
@@ -246,6 +294,12 @@ def main() -> None:
                 r = reports[0]
                 per_token = info["weights_bytes_per_token"] + r["kv_cache_bytes"]
                 bound = max(row_bw) * 1e9 / per_token
+                # The strict share: against the row's highest reading, or with --decode-reps the median
+                # of each run's share against the higher of the two readings beside that run.
+                share = res[press]["decode"] / bound
+                if a.decode_reps:
+                    share = bl.median([x["decode_tokens_per_s"] / (max(x["bandwidth_gbs_around"]) * 1e9 / per_token)
+                                       for x in reports])
                 speedup = "1.00" if press == "none" else (
                     f"{res['snapkv']['decode'] / res['none']['decode']:.2f}" if res.get("none") else "-")
                 capped = "*" if n < want else ""
@@ -254,7 +308,7 @@ def main() -> None:
                     res[press]["ttft"], res[press]["decode"], speedup,
                     f"{r['kv_cache_bytes'] / 2**20:.2f}", f"{r['peak_kv_cache_bytes'] / 2**20:.2f}",
                     f"{per_token / 2**20:.1f}", f"{min(row_bw):.1f}-{max(row_bw):.1f}", bound,
-                    f"{100 * res[press]['decode'] / bound:.0f}%", "",
+                    f"{100 * share:.0f}%", "",
                     f"{r.get('compression_ms', 0):.0f}" if press != "none" else "-",
                 ])
                 row_rates.append((res[press]["decode"], per_token))
@@ -271,7 +325,9 @@ def main() -> None:
             row[12] = "-" if a.bandwidth_gbs else f"{100 * rate[0] / (median_bw * 1e9 / rate[1]):.0f}%"
     kv_types = sorted({kv_name(x["reports"][0]) for x in raw}) or ["?"]
     print(f"## SnapKV vs full cache: {a.threads} threads, {a.n_gen} generated tokens, KV {'/'.join(kv_types)}, "
-          f"prefill attention {bl.prefill_attn_name(a)}, median of {a.reps}\n")
+          f"prefill attention {bl.prefill_attn_name(a)}, " +
+          (f"one prefill and the median of {a.decode_reps} decodes from its saved context per row\n"
+           if a.decode_reps else f"median of {a.reps}\n"))
     extra = {"snapkv binary": f"{a.snapkv} ({bl.snapkv_version(a.snapkv)})",
              "read bandwidth": (f"{bw:.1f} GB/s (given)" if a.bandwidth_gbs else
                                 f"numpy, {min(readings):.1f}-{max(readings):.1f} GB/s over {len(readings)} readings")}
@@ -286,6 +342,8 @@ def main() -> None:
     print("\nMiB read/token = weight bytes read per decoded token + KV bytes held after the run; "
           "read GB/s = the bandwidth readings taken right before and after the row's runs; "
           "bound = the highest of them / MiB read per token; achieved = decode tok/s / bound" +
+          (" (with --decode-reps: the median over the decodes of each one's tok/s against the higher of "
+           "the two readings beside it)" if a.decode_reps else "") +
           ("." if a.bandwidth_gbs else
            f"; achieved at run median = the same against the median of all {len(readings)} readings of the "
            f"run ({median_bw:.1f} GB/s; the first one best of 5, the others best of 3)."))

@@ -434,6 +434,7 @@ int run_command(const RunOptions& opt) {
                                     {"press_spec", press->spec().to_string()},
                                     {"compressed", ds.compressed},
                                     {"compression_note", ds.compression_note},
+                                    {"compression_ms", ds.compression_ms},
                                     {"kv_cache_bytes", ds.kv_cache_bytes},
                                     {"kv_cache_bytes_full", ds.kv_cache_bytes_full},
                                     {"cold_tier", cold_tier_name(cold_tier)},

@@ -104,6 +104,8 @@ TEST(CliFollowUp, SavedSessionAnswersAsOneProcessDoes) {
   const json saved = run_json({"--cold-tier", "int8", "--save-session", file.string()});
   EXPECT_EQ(saved["session"], file.string());
   EXPECT_TRUE(saved["compressed"].get<bool>());
+  EXPECT_GT(saved["compression_ms"].get<double>(), 0.0);  // the press ran (bench_kv --decode-reps reads it)
+  EXPECT_LT(saved["compression_ms"].get<double>(), saved["prefill_ms"].get<double>());
   EXPECT_GT(saved["kv_cold_bytes"].get<size_t>(), 0u);
   EXPECT_EQ(saved["session_bytes"].get<size_t>(), std::filesystem::file_size(file));
   const auto r =
