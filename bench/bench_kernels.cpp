@@ -30,6 +30,8 @@
 //   Int8DotPeak/threads:T       independent int8 dot steps of --prefill-attn int8 (vpsignb, then
 //                               vpmaddubsw, vpmaddwd, vpaddd on AVX2 or vpdpbusd with VNNI: 32
 //                               multiply-adds = 64 ops each)
+//   Int8DotPeak512/threads:T    independent 512-bit vpdpbusd (AVX512-VNNI; 128 ops each, no sign
+//                               step): what 512-bit int8 tiles could reach
 //   PrefillAttn/<model>[/bf16|/bf16_avx512|/int8]/keys:K/threads:T
 //                               snapkv::attention() of the last 512 queries of a K-token prompt
 //                               over its F16 cache (the last chunk of a K-token prefill), exact or
@@ -631,10 +633,12 @@ void register_all() {
   }
 
   // Compute ceilings, 1 and 2 threads.
-  const std::pair<const char*, void (*)(benchmark::State&)> peaks[] = {{"FmaPeak", snapkv_bench::BM_FmaPeak},
-                                                                       {"Bf16DotPeak", snapkv_bench::BM_Bf16DotPeak},
-                                                                       {"AmxBf16Peak", snapkv_bench::BM_AmxBf16Peak},
-                                                                       {"Int8DotPeak", snapkv_bench::BM_Int8DotPeak}};
+  const std::pair<const char*, void (*)(benchmark::State&)> peaks[] = {
+      {"FmaPeak", snapkv_bench::BM_FmaPeak},
+      {"Bf16DotPeak", snapkv_bench::BM_Bf16DotPeak},
+      {"AmxBf16Peak", snapkv_bench::BM_AmxBf16Peak},
+      {"Int8DotPeak", snapkv_bench::BM_Int8DotPeak},
+      {"Int8DotPeak512", snapkv_bench::BM_Int8DotPeak512}};
   for (const auto& [name, fn] : peaks)
     benchmark::RegisterBenchmark(name, fn)
         ->Arg(1)

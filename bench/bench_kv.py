@@ -47,10 +47,12 @@ Usage (from the repository root):
 TTFT column) and then decodes N times from the saved context in fresh processes
 (`--load-session FILE --question " x" -n 128 --ignore-eos`), each decode between two bandwidth
 readings of its own: a long prompt's decode can then be measured many times for one prefill,
-and each run's strict share uses the readings next to it. Then "decode tok/s" is the median of
-the N runs, "achieved" the median of the N runs' strict shares, and "read GB/s" the range of all
-the row's readings. The context is prompt + 2 question tokens + the generated ones, so capped
-prompts are 4 tokens shorter.
+and each decode's strict share uses the readings next to it. Then "decode tok/s" is the median
+of the N decodes, "bound tok/s" the median of their bounds (each at the higher of its two
+readings), "achieved" the median of their shares, and "read GB/s" the range of all the row's
+readings. The context gets 16 tokens more for the question (it is tokenized after a "\n\n"
+separator), so capped prompts are 16 tokens shorter; a decode that generates fewer than -n
+tokens is an error row.
 """
 
 from __future__ import annotations
@@ -84,8 +86,9 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("-n", "--n-gen", type=int, default=128)
     ap.add_argument("--budget", type=int, default=1024, help="SnapKV budget (tokens kept per KV head)")
     ap.add_argument("-r", "--reps", type=int, default=1, help="repetitions (medians of tok/s and TTFT)")
-    ap.add_argument("--decode-reps", type=int, default=0,
-                    help="prefill each row once, save the context, and decode N times from it (see above)")
+    ap.add_argument("--decode-reps", type=int, default=0, metavar="N",
+                    help="prefill each row once (--save-session) and decode N times from the saved context in "
+                         "fresh processes, each between its own bandwidth readings; replaces -r")
     ap.add_argument("--kv-type", choices=["f16", "f32", "q8_0", "q4_0"], default=None, help="KV cache type (default: the engine's)")
     ap.add_argument("--kv-type-v", choices=["f16", "f32", "q8_0", "q4_0"], default=None,
                     help="KV cache type of values (default: --kv-type's; e.g. --kv-type q8_0 --kv-type-v q4_0)")
@@ -182,30 +185,36 @@ def counter_for(a: argparse.Namespace, key: str, model: pathlib.Path):
     return bl.SnapkvTokenCounter(a.snapkv, model)
 
 
+# --decode-reps: context tokens kept free for the question " x" (tokenized after a "\n\n" separator:
+# up to 9 tokens on the synthetic model's vocabulary) so that every decode makes all -n tokens.
+QUESTION_RESERVE = 16
+
+
 def prefill_and_save(a: argparse.Namespace, args: list, session: pathlib.Path) -> dict:
     """--decode-reps: prefills (and compresses) once with `args` but no decoding, saving the context
-    to `session`. Returns the report, with "session" set to the file."""
-    pre_args = [x for x in args]
-    i = pre_args.index("-n")
-    pre_args[i + 1] = 0
-    pre_args.remove("--ignore-eos")
-    pre_args = [x for x in pre_args if x != "--profile"] + ["--save-session", session]
-    r = bl.run_snapkv(a.snapkv, pre_args, timeout=a.timeout, check=False)
+    to `session`. Returns the report (prefill_ms includes the compression, compression_ms given),
+    with "session" set to the file."""
+    pre_args = list(args)
+    pre_args[pre_args.index("-n") + 1] = 0
+    pre_args = [x for x in pre_args if x not in ("--ignore-eos", "--profile")] + ["--save-session", session]
+    with bl.Contention() as busy:
+        r = bl.run_snapkv(a.snapkv, pre_args, timeout=a.timeout, check=False)
+    r["other_cpu_share"] = busy.share
     r["session"] = str(session)
     return r
 
 
-def decode_from_session(a: argparse.Namespace, model: pathlib.Path, prefill: dict) -> dict:
-    """--decode-reps: one decode of a.n_gen tokens from the context `prefill` saved, in a fresh
-    process. The report's TTFT and prompt length are the prefill's (the saved context's)."""
-    args = ["-m", model, "--load-session", prefill["session"], "--question", " x", "-n", a.n_gen,
+def decode_from_session(a: argparse.Namespace, model: pathlib.Path, session: str) -> dict:
+    """--decode-reps: one decode of a.n_gen tokens from a saved context, in a fresh process; the
+    report as snapkv wrote it. Raises bl.RunError when fewer than a.n_gen tokens came out."""
+    args = ["-m", model, "--load-session", session, "--question", " x", "-n", a.n_gen,
             "-t", a.threads, "--temp", "0", "--ignore-eos"]
     if a.profile:
         args += ["--profile"]
     r = bl.run_snapkv(a.snapkv, args, timeout=a.timeout, check=False)
-    r["ttft_ms"] = prefill["prefill_ms"]
-    r["n_prompt_tokens"] = prefill["n_context_tokens"]
-    r["compression_ms"] = prefill.get("compression_ms", 0)  # the save report's (the load's is 0)
+    if r.get("n_generated_tokens") != a.n_gen:
+        raise bl.RunError(f"a decode from {session} generated {r.get('n_generated_tokens')} of {a.n_gen} tokens "
+                          f"(stop: {r.get('stop_reason')})")
     return r
 
 
@@ -239,13 +248,12 @@ def main() -> None:
         count = counter_for(a, key, path)
         cap = (not a.no_cap) and info["ctx_train"] is not None
         for want in a.length_list:
-            # With --decode-reps the context also holds the question's 2 tokens (" x" and its BOS-free
-            # tokenization) and 2 spare: capped prompts are 4 tokens shorter.
-            n = min(want, info["ctx_train"] - a.n_gen - (4 if a.decode_reps else 0)) if cap else want
+            reserve = QUESTION_RESERVE if a.decode_reps else 0  # room for the question
+            n = min(want, info["ctx_train"] - a.n_gen - reserve) if cap else want
             text, n_tok = bl.text_with_tokens(count, source, n)
             prompt = tmp / f"{key}_{want}.txt"
             prompt.write_text(text)
-            n_ctx = n_tok + a.n_gen
+            n_ctx = n_tok + a.n_gen + reserve
             if cap:
                 n_ctx = min(n_ctx, info["ctx_train"])
             res = {}
@@ -263,53 +271,62 @@ def main() -> None:
                     args += ["--profile"]
                 reports = []
                 row_bw = []
+                prefill = None  # --decode-reps: the report of the run that saved the context
+                session = tmp / f"{key}_{want}_{press}.sess"
                 try:
                     if a.decode_reps:
-                        prefill = prefill_and_save(a, args, tmp / f"{key}_{want}_{press}.sess")
+                        prefill = prefill_and_save(a, args, session)
                     for _ in range(a.decode_reps or a.reps):
                         row_bw.append(bandwidth_now())
                         with bl.Contention() as busy:
                             if a.decode_reps:
-                                r = decode_from_session(a, path, prefill)
+                                r = decode_from_session(a, path, prefill["session"])
                             else:
                                 r = bl.run_snapkv(a.snapkv, args, timeout=a.timeout, check=False)
                         reports.append(r)
                         row_bw.append(bandwidth_now())
                         r["other_cpu_share"] = busy.share
                         r["bandwidth_gbs_around"] = row_bw[-2:]
-                        print(f"{key} {want:6d} {press:6s} prompt {r['n_prompt_tokens']} decode "
-                              f"{r['decode_tokens_per_s']:.1f} tok/s ttft {r['ttft_ms']:.0f} ms", file=sys.stderr, flush=True)
+                        n_prompt = prefill["n_context_tokens"] if prefill else r["n_prompt_tokens"]
+                        ttft = prefill["prefill_ms"] if prefill else r["ttft_ms"]
+                        print(f"{key} {want:6d} {press:6s} prompt {n_prompt} decode "
+                              f"{r['decode_tokens_per_s']:.1f} tok/s ttft {ttft:.0f} ms", file=sys.stderr, flush=True)
                 except bl.RunError as e:
                     print(f"warning: {e}", file=sys.stderr)
                     res[press] = None
                     rows.append([label, f"{want} (error)", press] + ["-"] * 11)
                     row_rates.append(None)
                     continue
-                raw.append({"model": key, "length": want, "press": press, "reports": reports})
+                finally:
+                    session.unlink(missing_ok=True)  # a 32K full cache is ~0.7 GB
+                raw.append({"model": key, "length": want, "press": press, "reports": reports, "prefill": prefill})
                 res[press] = {
                     "decode": bl.median([r["decode_tokens_per_s"] for r in reports]),
-                    "ttft": bl.median([r["ttft_ms"] for r in reports]),
+                    "ttft": prefill["prefill_ms"] if prefill else bl.median([r["ttft_ms"] for r in reports]),
                     "r": reports[0],
                 }
                 r = reports[0]
+                n_prompt = prefill["n_context_tokens"] if prefill else r["n_prompt_tokens"]
+                compression_ms = (prefill or r).get("compression_ms", 0)
                 per_token = info["weights_bytes_per_token"] + r["kv_cache_bytes"]
                 bound = max(row_bw) * 1e9 / per_token
                 # The strict share: against the row's highest reading, or with --decode-reps the median
-                # of each run's share against the higher of the two readings beside that run.
+                # of each decode's share against the higher of the two readings beside that decode.
                 share = res[press]["decode"] / bound
                 if a.decode_reps:
-                    share = bl.median([x["decode_tokens_per_s"] / (max(x["bandwidth_gbs_around"]) * 1e9 / per_token)
-                                       for x in reports])
+                    bounds = [max(x["bandwidth_gbs_around"]) * 1e9 / per_token for x in reports]
+                    bound = bl.median(bounds)
+                    share = bl.median([x["decode_tokens_per_s"] / b for x, b in zip(reports, bounds)])
                 speedup = "1.00" if press == "none" else (
                     f"{res['snapkv']['decode'] / res['none']['decode']:.2f}" if res.get("none") else "-")
                 capped = "*" if n < want else ""
                 rows.append([
-                    label, f"{r['n_prompt_tokens']}{capped}", press if press == "none" else f"snapkv {r.get('budget', a.budget)}",
+                    label, f"{n_prompt}{capped}", press if press == "none" else f"snapkv {r.get('budget', a.budget)}",
                     res[press]["ttft"], res[press]["decode"], speedup,
                     f"{r['kv_cache_bytes'] / 2**20:.2f}", f"{r['peak_kv_cache_bytes'] / 2**20:.2f}",
                     f"{per_token / 2**20:.1f}", f"{min(row_bw):.1f}-{max(row_bw):.1f}", bound,
                     f"{100 * share:.0f}%", "",
-                    f"{r.get('compression_ms', 0):.0f}" if press != "none" else "-",
+                    f"{compression_ms:.0f}" if press != "none" else "-",
                 ])
                 row_rates.append((res[press]["decode"], per_token))
 
@@ -342,8 +359,9 @@ def main() -> None:
     print("\nMiB read/token = weight bytes read per decoded token + KV bytes held after the run; "
           "read GB/s = the bandwidth readings taken right before and after the row's runs; "
           "bound = the highest of them / MiB read per token; achieved = decode tok/s / bound" +
-          (" (with --decode-reps: the median over the decodes of each one's tok/s against the higher of "
-           "the two readings beside it)" if a.decode_reps else "") +
+          (" (with --decode-reps: bound = the median of the decodes' bounds, each at the higher of the two "
+           "readings beside it, and achieved = the median of each decode's tok/s over its own bound)"
+           if a.decode_reps else "") +
           ("." if a.bandwidth_gbs else
            f"; achieved at run median = the same against the median of all {len(readings)} readings of the "
            f"run ({median_bw:.1f} GB/s; the first one best of 5, the others best of 3)."))
@@ -375,7 +393,8 @@ def print_profile_table(raw) -> None:
         steps, ops = dec.get("steps", 0), dec.get("ops", {})
         if steps == 0:
             continue
-        row = [x["model"], r["n_prompt_tokens"], x["press"], f"{1e3 * dec['seconds'] / steps:.2f}"]
+        n_prompt = x["prefill"]["n_context_tokens"] if x.get("prefill") else r["n_prompt_tokens"]
+        row = [x["model"], n_prompt, x["press"], f"{1e3 * dec['seconds'] / steps:.2f}"]
         grouped = set()
         for _, names in PROFILE_GROUPS:
             sec = sum(ops.get(n, {}).get("seconds", 0.0) for n in names)
