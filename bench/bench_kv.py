@@ -367,7 +367,8 @@ def main() -> None:
            f"run ({median_bw:.1f} GB/s; the first one best of 5, the others best of 3)."))
     if a.profile:
         print_profile_table(raw)
-    shares = [r["other_cpu_share"] for x in raw for r in x["reports"] if r.get("other_cpu_share") is not None]
+    shares = [r["other_cpu_share"] for x in raw for r in x["reports"] + ([x["prefill"]] if x.get("prefill") else [])
+              if r.get("other_cpu_share") is not None]
     if shares:
         print(f"Other processes' share of the CPUs during the runs: at most {100 * max(shares):.0f}%.")
     if a.json_out:
