@@ -9,10 +9,15 @@
 //       ktiles: scores_ktile over the same keys as K^T tiles (the same bits).
 //   KTiles/block/{rows,ktiles}/{smollm2,gemma3}
 //       the whole per-block work of one decode split as attention/decode.cpp runs it: scores, the
-//       online softmax (row_max, exp_sum_block, rescale) and the P.V sums (pv_rows), so the ratio
+//       online softmax (row_max, rescale, exp_sum_block) and the P.V sums (pv_rows), so the ratio
 //       is the kernel's, not the scores'.
+//   KTiles/{softmax,pv}/rows/{smollm2,gemma3}
+//       one part of the block alone, on the scores of the same keys (copied into the block's score
+//       buffer first, 4 bytes a head and key, as every step of the timed loop): the online softmax,
+//       or the P.V sums. scores + softmax + pv ~ block says where the kernel's cycles go.
 //
-// GB/s counts the K (and, for block, V) bytes of the keys, as DecodeAttn in bench_kernels does.
+// GB/s counts the K (and, for block, V) bytes of the keys, as DecodeAttn in bench_kernels does
+// (for softmax and pv the same count as scores: compare their time/key/KVhead instead).
 // Run: build/bench_ktiles [--benchmark_min_time=0.5]
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
@@ -95,48 +100,77 @@ void block_scores(const Shape& s, const Data& d, int g, int kb, bool tiles, cons
   }
 }
 
-void run(benchmark::State& st, const Shape& s, bool tiles, bool whole_block) {
+/// What one benchmark times: the scores, the whole block, or one part of it alone.
+enum class Part { kScoresOnly, kWholeBlock, kSoftmaxOnly, kPvOnly };
+
+/// The online-softmax update of the G heads of a block, as run_split's (no masked rows here).
+void block_softmax(const Shape& s, float* S, float* const* accp) {
+  for (int h = 0; h < s.G; ++h) {
+    float* Sr = S + h * kBlock;
+    float* a = accp[h];
+    const float m_new = std::max(a[s.hd], row_max(Sr, kBlock));
+    double lsum = a[s.hd + 1];
+    if (a[s.hd] != kNegInf && m_new > a[s.hd]) {
+      const float corr = std::exp(a[s.hd] - m_new);
+      lsum *= static_cast<double>(corr);
+      scale_f32(a, corr, s.hd);
+    }
+    a[s.hd + 1] = static_cast<float>(lsum + exp_sum_block(Sr, kBlock, m_new));
+    a[s.hd] = m_new;
+  }
+}
+
+void run(benchmark::State& st, const Shape& s, bool tiles, Part part) {
   const Data& d = data_for(s);
   std::vector<const float*> qh(static_cast<size_t>(s.G));
   std::vector<float> S(static_cast<size_t>(s.G) * kBlock);
   std::vector<float> acc(static_cast<size_t>(s.G) * (s.hd + 2));
   std::vector<float*> accp(static_cast<size_t>(s.G));
+  auto reset = [&](int g) {
+    for (int h = 0; h < s.G; ++h) {
+      qh[static_cast<size_t>(h)] = d.q.data() + (static_cast<size_t>(g) * s.G + h) * s.hd;
+      accp[static_cast<size_t>(h)] = acc.data() + static_cast<size_t>(h) * (s.hd + 2);
+      std::fill(accp[static_cast<size_t>(h)], accp[static_cast<size_t>(h)] + s.hd, 0.0f);
+      accp[static_cast<size_t>(h)][s.hd] = kNegInf;
+      accp[static_cast<size_t>(h)][s.hd + 1] = 0.0f;
+    }
+  };
+  // The scores of every block, for the parts timed alone ([n_kv][kKeys / kBlock][G][kBlock]).
+  const size_t block_floats = S.size();
+  std::vector<float> scores;
+  if (part == Part::kSoftmaxOnly || part == Part::kPvOnly) {
+    scores.resize(static_cast<size_t>(s.n_kv) * (kKeys / kBlock) * block_floats);
+    for (int g = 0; g < s.n_kv; ++g) {
+      reset(g);
+      for (int kb = 0; kb < kKeys; kb += kBlock)
+        block_scores(s, d, g, kb, false, qh.data(),
+                     scores.data() + (static_cast<size_t>(g) * (kKeys / kBlock) + kb / kBlock) * block_floats);
+    }
+  }
   float sink = 0.0f;
   for (auto _ : st) {
     for (int g = 0; g < s.n_kv; ++g) {
-      for (int h = 0; h < s.G; ++h) {
-        qh[static_cast<size_t>(h)] = d.q.data() + (static_cast<size_t>(g) * s.G + h) * s.hd;
-        accp[static_cast<size_t>(h)] = acc.data() + static_cast<size_t>(h) * (s.hd + 2);
-        std::fill(accp[static_cast<size_t>(h)], accp[static_cast<size_t>(h)] + s.hd, 0.0f);
-        accp[static_cast<size_t>(h)][s.hd] = kNegInf;
-        accp[static_cast<size_t>(h)][s.hd + 1] = 0.0f;
-      }
+      reset(g);
       for (int kb = 0; kb < kKeys; kb += kBlock) {
-        block_scores(s, d, g, kb, tiles, qh.data(), S.data());
-        if (!whole_block) continue;
-        for (int h = 0; h < s.G; ++h) {  // online softmax as run_split's (no masked rows here)
-          float* Sr = S.data() + h * kBlock;
-          float* a = accp[static_cast<size_t>(h)];
-          const float m_new = std::max(a[s.hd], row_max(Sr, kBlock));
-          double lsum = a[s.hd + 1];
-          if (a[s.hd] != kNegInf && m_new > a[s.hd]) {
-            const float corr = std::exp(a[s.hd] - m_new);
-            lsum *= static_cast<double>(corr);
-            scale_f32(a, corr, s.hd);
-          }
-          a[s.hd + 1] = static_cast<float>(lsum + exp_sum_block(Sr, kBlock, m_new));
-          a[s.hd] = m_new;
+        if (part == Part::kScoresOnly || part == Part::kWholeBlock) {
+          block_scores(s, d, g, kb, tiles, qh.data(), S.data());
+        } else {
+          const float* src = scores.data() + (static_cast<size_t>(g) * (kKeys / kBlock) + kb / kBlock) * block_floats;
+          std::copy(src, src + block_floats, S.begin());
         }
+        if (part == Part::kScoresOnly) continue;
+        if (part != Part::kPvOnly) block_softmax(s, S.data(), accp.data());
+        if (part == Part::kSoftmaxOnly) continue;
         const uint16_t* V = d.v_rows.data() + (static_cast<size_t>(g) * kKeys + static_cast<size_t>(kb)) * s.hd;
         for (int h0 = 0; h0 < s.G; h0 += kHeadTile)
           pv_rows(S.data() + h0 * kBlock, kBlock, std::min(kHeadTile, s.G - h0), DenseRows<uint16_t>{V, s.hd}, kBlock,
                   s.hd, accp.data() + h0);
       }
-      sink += whole_block ? acc[0] : S[0];
+      sink += part == Part::kScoresOnly ? S[0] : acc[0] + acc[static_cast<size_t>(s.hd) + 1];
     }
   }
   benchmark::DoNotOptimize(sink);
-  const double bytes_per_iter = static_cast<double>(s.n_kv) * kKeys * s.hd * 2 * (whole_block ? 2 : 1);
+  const double bytes_per_iter = static_cast<double>(s.n_kv) * kKeys * s.hd * 2 * (part == Part::kWholeBlock ? 2 : 1);
   st.counters["GB/s"] =
       benchmark::Counter(static_cast<double>(st.iterations()) * bytes_per_iter / 1e9, benchmark::Counter::kIsRate);
   st.counters["time/key/KVhead"] = benchmark::Counter(static_cast<double>(st.iterations()) * s.n_kv * kKeys,
@@ -145,13 +179,17 @@ void run(benchmark::State& st, const Shape& s, bool tiles, bool whole_block) {
 
 [[maybe_unused]] const int registered = [] {
   static const Shape shapes[] = {{"smollm2", 3, 64, 3}, {"gemma3", 4, 256, 1}};
-  for (const char* what : {"scores", "block"})
+  const std::pair<const char*, Part> parts[] = {{"scores", Part::kScoresOnly},
+                                                {"block", Part::kWholeBlock},
+                                                {"softmax", Part::kSoftmaxOnly},
+                                                {"pv", Part::kPvOnly}};
+  for (const auto& [what, part] : parts)
     for (const Shape& s : shapes)
       for (const bool tiles : {false, true}) {
+        if (tiles && (part == Part::kSoftmaxOnly || part == Part::kPvOnly)) continue;  // the layout of the keys only
         const std::string name = fmt::format("KTiles/{}/{}/{}", what, tiles ? "ktiles" : "rows", s.name);
-        const bool whole = std::string(what) == "block";
-        benchmark::RegisterBenchmark(name.c_str(), [&s, tiles, whole](benchmark::State& st) {
-          run(st, s, tiles, whole);
+        benchmark::RegisterBenchmark(name.c_str(), [&s, tiles, part = part](benchmark::State& st) {
+          run(st, s, tiles, part);
         })->Unit(benchmark::kMicrosecond);
       }
   return 0;

@@ -74,6 +74,18 @@ inline constexpr int64_t kRowBlock = 32;              ///< rows per scheduling u
 inline constexpr size_t kActChunkBytes = 192 * 1024;  ///< activation bytes per token chunk (L2-sized)
 inline constexpr double kSerialMacs = 1 << 16;        ///< below this many MACs stay single-threaded
 
+/// K's R x T tile called as a function of its own, never inlined into tiles_loop_rt: the legacy
+/// types' AVX-512 16-row decode tile (T == 1, R >= 8) goes through it. Inlined into the row loop
+/// (GCC 12's choice, which moved with unrelated edits), the loop's pointers and counters did not
+/// fit the registers beside the tile's and lived in vector registers and on the stack: the Q4_1
+/// tile ran 1.9x slower at one thread than as a call, the other legacy types 1.1-1.2x (docs/
+/// benchmarks.md, "Decode matmul tiles as calls of their own"). The AVX2 2-row decode tiles are
+/// not measured this way and stay inlined.
+template <class K, int R, int T>
+[[gnu::noinline]] void decode_tile(const TileCtx& c, int64_t r, int64_t t) {
+  K::template tile<R, T>(c, r, t);
+}
+
 /// The rows of Y = W X with K's R x T tiles (R = 1 and T = 1 for the row / token remainders),
 /// shared out among the threads of the enclosing OpenMP team, no barrier at the end: through
 /// c.split when it is set and the product is one token chunk (no worksharing construct; the
@@ -109,7 +121,12 @@ void tiles_loop_rt(const TileCtx& c0, int64_t rows, int64_t n_tokens) {
       if (!kTilePrefetch && ahead > 0 && r + ahead + R <= rows)
         prefetch_l2(c.w + static_cast<size_t>(r + ahead) * c.w_stride, R * c.w_stride);
       int64_t t = t_begin;
-      for (; t + T <= t_end; t += T) K::template tile<R, T>(c, r, t);
+      for (; t + T <= t_end; t += T) {
+        if constexpr (T == 1 && R >= 8)
+          decode_tile<K, R, T>(c, r, t);
+        else
+          K::template tile<R, T>(c, r, t);
+      }
       for (; t < t_end; ++t) K::template tile<R, 1>(c, r, t);
     }
     for (; r < r_end; ++r) {
