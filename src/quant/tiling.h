@@ -75,12 +75,12 @@ inline constexpr size_t kActChunkBytes = 192 * 1024;  ///< activation bytes per 
 inline constexpr double kSerialMacs = 1 << 16;        ///< below this many MACs stay single-threaded
 
 /// K's R x T tile called as a function of its own, never inlined into tiles_loop_rt: the legacy
-/// types' AVX-512 16-row decode tile (T == 1, R >= 8) goes through it. Inlined into the row loop
-/// (GCC 12's choice, which moved with unrelated edits), the loop's pointers and counters did not
-/// fit the registers beside the tile's and lived in vector registers and on the stack: the Q4_1
-/// tile ran 1.9x slower at one thread than as a call, the other legacy types 1.1-1.2x (docs/
-/// benchmarks.md, "Decode matmul tiles as calls of their own"). The AVX2 2-row decode tiles are
-/// not measured this way and stay inlined.
+/// types' AVX-512 VNNI 16-row decode tile (T == 1, R >= 8) goes through it. Inlined into the row
+/// loop (GCC 12's choice, which moved with an unrelated edit), the loop's pointers and counters
+/// did not fit the registers beside the tile's and lived in vector registers and on the stack:
+/// cache-resident, the Q4_1 tile ran 1.9x slower at one thread than as a call, the other legacy
+/// types 1.1-1.2x (docs/benchmarks.md, "Decode matmul tiles as calls of their own"). Whether the
+/// AVX2 2-row decode tiles are inlined is left to the compiler (not measured this way).
 template <class K, int R, int T>
 [[gnu::noinline]] void decode_tile(const TileCtx& c, int64_t r, int64_t t) {
   K::template tile<R, T>(c, r, t);
