@@ -7,6 +7,7 @@
 #include <omp.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "attention/amx.h"
 #include "attention/int8_dot.h"
@@ -97,14 +98,50 @@ inline void BM_Bf16DotPeak(benchmark::State& st) {
 #endif
 }
 
+/// The loop of the int8 peaks below: per thread, kAcc independent accumulators of vector type V,
+/// each step a[i] = step(a[i], k_i), k_i the address of row i of an L1-resident kAcc x sizeof(V)
+/// byte buffer whose address GCC cannot see through (so no step is loop-invariant, and no chain
+/// runs through the step's own latency as it would with k taken from the accumulator); counts
+/// ops_per_step ops per step as GOP/s and labels the run.
+template <class V, int kAcc, class Step>
+inline void int8_peak(benchmark::State& st, double ops_per_step, const char* label, Step step) {
+  constexpr int kBytes = static_cast<int>(sizeof(V));
+  const int threads = static_cast<int>(st.range(0));
+  constexpr int64_t kIters = 1 << 22;
+  int64_t sink = 0;
+  for (auto _ : st) {
+    int64_t total = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : total)
+    {
+      alignas(64) int8_t kbuf[kAcc][kBytes];
+      for (int i = 0; i < kAcc; ++i)
+        for (int j = 0; j < kBytes; ++j) kbuf[i][j] = static_cast<int8_t>((i * 37 + j * 11) % 255 - 127);
+      const int8_t* kp = &kbuf[0][0];
+      V a[kAcc] = {};
+      for (int64_t it = 0; it < kIters; ++it) {
+        asm volatile("" : "+r"(kp));
+        for (int i = 0; i < kAcc; ++i) a[i] = step(a[i], kp + kBytes * i);
+      }
+      for (int i = 0; i < kAcc; ++i) {  // lane 0 of every accumulator, so none is dead
+        int32_t lane0;
+        std::memcpy(&lane0, &a[i], sizeof(lane0));
+        total += lane0;
+      }
+    }
+    sink += total;
+  }
+  benchmark::DoNotOptimize(sink);
+  const double ops = static_cast<double>(st.iterations()) * threads * kIters * kAcc * ops_per_step;
+  st.counters["GOP/s"] = benchmark::Counter(ops / 1e9, benchmark::Counter::kIsRate);
+  st.SetLabel(label);
+}
+
 /// Throughput of the INT8 prefill kernel's Q K^T step (prefill_int8.cpp): acc = int8_dot4(acc,
 /// |q|, vpsignb(k, q)) (attention/int8_dot.h: vpmaddubsw, vpmaddwd by ones and vpaddd on AVX2, one
 /// vpdpbusd on VNNI CPUs; the label names the form), 32 int8 multiply-adds (64 ops) per step, kAcc
 /// independent accumulators per thread (AVX2: 6; with 8, GCC kept some on the stack: 20 % fewer
 /// ops/s on Zen 3; VNNI: 12, enough for vpdpbusd's latency of ~5 cycles at 2 per cycle), k loaded
-/// from rows of an L1-resident buffer whose address GCC cannot see through (so no step is
-/// loop-invariant, and no chain runs through vpsignb's latency as it would with k taken from the
-/// accumulator): the ceiling of PrefillAttention::Int8's Q K^T, against FmaPeak's 2 x lanes
+/// as int8_peak says: the ceiling of PrefillAttention::Int8's Q K^T, against FmaPeak's 2 x lanes
 /// FLOPs per FMA (both count 2 ops per multiply-add).
 inline void BM_Int8DotPeak(benchmark::State& st) {
 #if SNAPKV_ATTN_AVX2
@@ -113,36 +150,10 @@ inline void BM_Int8DotPeak(benchmark::State& st) {
 #else
   constexpr int kAcc = 6;
 #endif
-  const int threads = static_cast<int>(st.range(0));
-  constexpr int64_t kIters = 1 << 22;
-  int64_t sink = 0;
-  for (auto _ : st) {
-    int64_t total = 0;
-#pragma omp parallel num_threads(threads) reduction(+ : total)
-    {
-      alignas(32) int8_t kbuf[kAcc][32];
-      for (int i = 0; i < kAcc; ++i)
-        for (int j = 0; j < 32; ++j) kbuf[i][j] = static_cast<int8_t>((i * 37 + j * 11) % 255 - 127);
-      const int8_t* kp = &kbuf[0][0];
-      const __m256i qa = _mm256_set1_epi8(3), qs = _mm256_set1_epi8(-3);
-      __m256i a[kAcc];
-      for (int i = 0; i < kAcc; ++i) a[i] = _mm256_setzero_si256();
-      for (int64_t it = 0; it < kIters; ++it) {
-        asm volatile("" : "+r"(kp));
-        for (int i = 0; i < kAcc; ++i) {
-          const __m256i k = _mm256_load_si256(reinterpret_cast<const __m256i*>(kp + 32 * i));
-          a[i] = snapkv::attn::int8_dot4(a[i], qa, _mm256_sign_epi8(k, qs));
-        }
-      }
-      for (int i = 1; i < kAcc; ++i) a[0] = _mm256_add_epi32(a[0], a[i]);
-      total += _mm256_extract_epi32(a[0], 0);
-    }
-    sink += total;
-  }
-  benchmark::DoNotOptimize(sink);
-  const double ops = static_cast<double>(st.iterations()) * threads * kIters * kAcc * 64;
-  st.counters["GOP/s"] = benchmark::Counter(ops / 1e9, benchmark::Counter::kIsRate);
-  st.SetLabel(snapkv::attn::kInt8PrefillIsa);
+  const __m256i qa = _mm256_set1_epi8(3), qs = _mm256_set1_epi8(-3);
+  int8_peak<__m256i, kAcc>(st, 64, snapkv::attn::kInt8PrefillIsa, [&](__m256i a, const int8_t* k) {
+    return snapkv::attn::int8_dot4(a, qa, _mm256_sign_epi8(_mm256_load_si256(reinterpret_cast<const __m256i*>(k)), qs));
+  });
 #else
   st.SkipWithError("built without AVX2");
 #endif
@@ -155,37 +166,10 @@ inline void BM_Int8DotPeak(benchmark::State& st) {
 /// signed 256-bit step; width and sign step not separated; docs/benchmarks.md, "Zen 4 again").
 inline void BM_Int8DotPeak512(benchmark::State& st) {
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__)
-  constexpr int kAcc = 12;
-  const int threads = static_cast<int>(st.range(0));
-  constexpr int64_t kIters = 1 << 22;
-  int64_t sink = 0;
-  for (auto _ : st) {
-    int64_t total = 0;
-#pragma omp parallel num_threads(threads) reduction(+ : total)
-    {
-      alignas(64) int8_t kbuf[kAcc][64];
-      for (int i = 0; i < kAcc; ++i)
-        for (int j = 0; j < 64; ++j) kbuf[i][j] = static_cast<int8_t>((i * 37 + j * 11) % 255 - 127);
-      const int8_t* kp = &kbuf[0][0];
-      const __m512i qa = _mm512_set1_epi8(3);
-      __m512i a[kAcc];
-      for (int i = 0; i < kAcc; ++i) a[i] = _mm512_setzero_si512();
-      for (int64_t it = 0; it < kIters; ++it) {
-        asm volatile("" : "+r"(kp));
-        for (int i = 0; i < kAcc; ++i)
-          a[i] = _mm512_dpbusd_epi32(a[i], qa, _mm512_load_si512(reinterpret_cast<const __m512i*>(kp + 64 * i)));
-      }
-      for (int i = 1; i < kAcc; ++i) a[0] = _mm512_add_epi32(a[0], a[i]);
-      alignas(64) int32_t lanes[16];
-      _mm512_store_si512(lanes, a[0]);
-      total += lanes[0];
-    }
-    sink += total;
-  }
-  benchmark::DoNotOptimize(sink);
-  const double ops = static_cast<double>(st.iterations()) * threads * kIters * kAcc * 128;
-  st.counters["GOP/s"] = benchmark::Counter(ops / 1e9, benchmark::Counter::kIsRate);
-  st.SetLabel("avx512vnni-512bit");
+  const __m512i qa = _mm512_set1_epi8(3);
+  int8_peak<__m512i, 12>(st, 128, "avx512vnni-512bit", [&](__m512i a, const int8_t* k) {
+    return _mm512_dpbusd_epi32(a, qa, _mm512_load_si512(reinterpret_cast<const __m512i*>(k)));
+  });
 #else
   st.SkipWithError("built without AVX512-VNNI");
 #endif
