@@ -1,7 +1,7 @@
 // snapkv: cold tier settings (issue 10). A sequence with a cold tier keeps, for every layer its
 // press compresses, a copy of all the prompt's keys and values in a cheaper format (RAM or a
 // file), so that a follow-up question can re-select which prompt entries are hot
-// (PrefillOptions::reselect; docs/design.md, "Follow-up questions: the cold tier and re-selection").
+// (PrefillOptions::reselect; docs/follow-up.md).
 #pragma once
 
 #include <cstddef>

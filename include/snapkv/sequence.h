@@ -64,7 +64,7 @@ struct PrefillOptions {
   /// If set, receives the logits of every prompt token, [n_tokens x n_vocab] row-major, when the
   /// prefill finishes (the vector must outlive every step of a prefill advanced in slices).
   std::vector<float>* all_logits = nullptr;
-  /// Re-selection for a follow-up question (issue 10; docs/design.md, "Follow-up questions"): these
+  /// Re-selection for a follow-up question (issue 10; docs/follow-up.md): these
   /// tokens (the question, appended after what the sequence holds) are prefilled layer by layer,
   /// and at every layer the press compressed, before the question's rows attend, the layer's
   /// prompt entries are restored whole from the cold tier (hot rows exact, evicted rows from the

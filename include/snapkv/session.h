@@ -1,6 +1,6 @@
 // snapkv: saved sessions (issue 10; prompt caching) — a prefilled, compressed sequence written to
 // a file and restored later, so that new questions about a long document need no second read of
-// it. What a file holds (docs/design.md, "Saved sessions"): the model's SHA-256, the KV element
+// it. What a file holds (docs/follow-up.md, "Saved sessions"): the model's SHA-256, the KV element
 // type, positions held, the hot KV cache as stored (every (layer, KV head) entry: position, K
 // row, V row, bit for bit), the cold tier's encoded rows (int8 or f16, as stored: nothing is
 // re-quantized), the press statistics (press spec, budget, window, prompt tokens), the last

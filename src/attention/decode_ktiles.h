@@ -4,7 +4,7 @@
 // Status: a measured prototype, not used by the engine. The KV cache stores key rows and
 // attention/decode.cpp reads them with the row tiles of decode_simd.h; this header, its test (the
 // scores are the row tiles' bits) and bench/bench_ktiles.cpp (their speed) let the cache layout
-// change be judged per CPU before it is made (docs/design.md, "Decode attention: K^T tiles").
+// change be judged per CPU before it is made (docs/attention.md, "Decode attention: K^T tiles").
 // On the Zen 4 VM (2026-12-04, five runs) the tiles gave no gain at the SmolLM2 shape (median
 // 0.99x, scores and whole block) and 1.16-1.30x on the scores, 1.11-1.27x on the whole block, at
 // Gemma 3's: with every shuffle gone and no gain, the SmolLM2-shaped row kernel is bound by its

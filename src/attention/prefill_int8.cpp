@@ -13,7 +13,7 @@
 //      the CPU has VNNI (int8_dot.h: the same integers); no horizontal sums.
 //      Score = sum over the 32-dim groups g of the exact int32 sum of g x (scale_k,g x scale_q,g).
 //      Scales per 32 dims rather than per row: Gemma 3's keys have a few channels ~30x larger
-//      than the median one, which a row scale spreads over all 256 dims (design.md, "INT8 prefill").
+//      than the median one, which a row scale spreads over all 256 dims (docs/attention.md, "INT8 prefill").
 //   2. Mask (causal, sliding window) and online softmax per row in f32 (row sums in double); the
 //      weights w_j = p_j x scale_v_j quantized to 7 bits per row and block.
 //   3. P V with values in lanes: a row's word of 4 weights is broadcast and multiplied with 8 dims'

@@ -1,7 +1,7 @@
 // snapkv: the cold tier of a compressed sequence (issue 10) — a copy of every prompt key and
 // value of each compressed layer, kept in a cheaper form than the hot KV cache so that a later
 // question can bring back the entries compression evicted (Sequence re-selection,
-// docs/design.md, "Follow-up questions: the cold tier and re-selection").
+// docs/follow-up.md).
 //
 // What is stored: when a full-attention layer of a prompt of L tokens is compressed, all L entries
 // of each KV head (positions 0..L-1: a compressing prefill starts on an empty sequence, so entry i

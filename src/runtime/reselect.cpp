@@ -1,5 +1,5 @@
 // snapkv runtime: re-selection of a compressed prompt's hot entries for a follow-up question, from
-// the cold tier (issue 10; PrefillOptions::reselect, docs/design.md, "Follow-up questions").
+// the cold tier (issue 10; PrefillOptions::reselect, docs/follow-up.md).
 #include "runtime/reselect.h"
 
 #include <fmt/format.h>

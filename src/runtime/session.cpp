@@ -1,4 +1,4 @@
-// snapkv runtime: saved sessions (snapkv/session.h; docs/design.md, "Saved sessions").
+// snapkv runtime: saved sessions (snapkv/session.h; docs/follow-up.md, "Saved sessions").
 //
 // File layout (little-endian; version 1):
 //   "SNAPKVSS"                     8 bytes, magic

@@ -1,5 +1,5 @@
 // snapkv runtime: Engine::step — one forward step over the decode rows and prefill items of a
-// Batch (see snapkv/engine.h and docs/design.md, "Engine / Sequence / Batch").
+// Batch (see snapkv/engine.h and docs/design.md, "Objects and who owns what").
 //
 // Layer loop: at layer l, one block call runs the decode rows (every row passes every layer)
 // together with one chunk of each prefill item that is at layer l (its rows join the same

@@ -1,7 +1,7 @@
 // snapkv server: SessionStore — the compressed contexts that requests named with "session"
 // (issue 10, prompt caching): each entry is an idle, prefilled and compressed Sequence (its cold
 // tier included) that follow-up requests fork and re-select from, kept under a byte budget with
-// least-recently-used eviction (docs/design.md, "Server sessions").
+// least-recently-used eviction (docs/follow-up.md, "Server sessions").
 #pragma once
 
 #include <cstddef>

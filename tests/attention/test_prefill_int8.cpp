@@ -176,7 +176,7 @@ INSTANTIATE_TEST_SUITE_P(
         // two queries, an odd key count in the last block, and a long row (many key blocks)
         ICase{6, 3, 64, 2, 65, 0, KVType::F16, 1.0}, ICase{2, 1, 64, 6, 5000, 0, KVType::F16, 1.0}));
 
-// Gemma 3's keys have a few channels far larger than the rest (design.md, "INT8 prefill"): here
+// Gemma 3's keys have a few channels far larger than the rest (docs/attention.md, "INT8 prefill"): here
 // channel 7 of every key is +-60 against N(0, 1) elsewhere (head_dim 256, one KV head, 4 query
 // heads), and the queries are small in dims 0-31. One scale per row would leave every channel
 // steps of ~0.47; with scales per 32 dims only channel 7's group (which hardly counts here) pays.

@@ -1,5 +1,5 @@
-// snapkv presses: span-preserving selection (key `span_gap`, issue 11; docs/design.md, "Exact
-// copies"). Plain top-k can keep the digits around a number and evict the ones inside it ("111..11"
+// snapkv presses: span-preserving selection (key `span_gap`, issue 11; docs/presses.md, "The shared
+// base", step 6). Plain top-k can keep the digits around a number and evict the ones inside it ("111..11"
 // in a kept set): a model asked to copy the number then copies a wrong one. Closing the kept set
 // (mathematical morphology: a dilation then an erosion, here on one axis) fills such holes:
 //   1. fill: every gap of 1..G unkept positions between two kept positions of the head (picks,
