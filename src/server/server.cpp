@@ -421,6 +421,15 @@ void routes(httplib::Server& http, Shared& sh) {
                           "a request body needs a Content-Length header (chunked bodies are not accepted)"));
       return httplib::Server::HandlerResponse::Handled;
     }
+    // Several Content-Length fields: cpp-httplib would take the first, a proxy in front may take
+    // another, and the two would split the stream into different requests (RFC 9112, 6.3: an
+    // error, not to be guessed at).
+    if (req.get_header_value_count("Content-Length") > 1) {
+      send_error(sh, res,
+                 ApiError(400, "invalid_request_error", "invalid_content_length",
+                          "the request has more than one Content-Length header"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
     return httplib::Server::HandlerResponse::Unhandled;
   });
   http.set_error_handler([&sh](const httplib::Request& req, httplib::Response& res) {

@@ -854,6 +854,16 @@ def case_hostile(binary):
             check(status == 411 and time.time() - t1 < read_timeout, f"a body without a length: {status} {resp[:200]!r}")
             check_error_shape(resp, 411, "length_required", "a body without a length")
             n += 1
+        # Two Content-Length fields (equal or not) are refused from the headers: a proxy and this
+        # server could otherwise read different bodies (request smuggling).
+        body = json.dumps(ok_body).encode()
+        for lengths in [(len(body), len(body)), (len(body), 5), (5, len(body))]:
+            data = (post + b"Content-Type: application/json\r\n"
+                    + b"".join(f"Content-Length: {k}\r\n".encode() for k in lengths) + b"\r\n" + body)
+            status, resp = raw_exchange(port, data)
+            check(status == 400, f"two Content-Length headers {lengths}: {status} {resp[:200]!r}")
+            check_error_shape(resp, 400, "invalid_content_length", f"two Content-Length headers {lengths}")
+            n += 1
         print(f"{n} complete hostile requests in {time.time() - t0:.1f}s")
         check(n >= 1000, f"only {n} hostile requests")
 
