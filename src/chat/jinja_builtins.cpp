@@ -346,6 +346,7 @@ Value f_map(Evaluator& ev, const Value& v, CallArgs& a) {
   CallArgs rest;
   rest.pos.assign(a.pos.begin() + 1, a.pos.end());
   rest.kw = a.kw;
+  a.mark_keywords_read();  // passed on: the filter checks them
   for (const Value& x : items) out.push_back(apply_filter(ev, name, x, rest));
   return Value::array(std::move(out));
 }
@@ -706,21 +707,38 @@ Value dict_method(Evaluator& ev, const Value& obj, const std::string& name, Call
 bool has_filter(const std::string& name) { return filters().count(name) > 0; }
 bool has_test(const std::string& name) { return tests().count(name) > 0; }
 
+static void check_keywords_read(Evaluator& ev, const CallArgs& args, std::string_view what) {
+  if (const std::string* k = args.unread_keyword())
+    ev.fail(fmt::format("{} got an unexpected keyword argument '{}'", what, *k));
+}
+
 Value apply_filter(Evaluator& ev, const std::string& name, const Value& target, CallArgs& args) {
   const auto it = filters().find(name);
   if (it == filters().end()) ev.fail(fmt::format("unknown filter '{}'", name));
-  return it->second(ev, target, args);
+  Value r = it->second(ev, target, args);
+  check_keywords_read(ev, args, fmt::format("filter '{}'", name));
+  return r;
 }
 
 bool apply_test(Evaluator& ev, const std::string& name, const Value& target, CallArgs& args) {
   const auto it = tests().find(name);
   if (it == tests().end()) ev.fail(fmt::format("unknown test '{}'", name));
-  return it->second(ev, target, args);
+  const bool r = it->second(ev, target, args);
+  check_keywords_read(ev, args, fmt::format("test '{}'", name));
+  return r;
 }
 
 Value call_method(Evaluator& ev, const Value& obj, const std::string& name, CallArgs& args) {
-  if (obj.is_string()) return str_method(ev, obj, name, args);
-  if (obj.is_object() && !obj.is_namespace) return dict_method(ev, obj, name, args);
+  if (obj.is_string()) {
+    Value r = str_method(ev, obj, name, args);
+    check_keywords_read(ev, args, fmt::format("str.{}()", name));
+    return r;
+  }
+  if (obj.is_object() && !obj.is_namespace) {
+    Value r = dict_method(ev, obj, name, args);
+    check_keywords_read(ev, args, fmt::format("dict.{}()", name));
+    return r;
+  }
   if (obj.is_array()) {
     for (const char* mut : {"append", "extend", "insert", "pop", "remove", "sort", "reverse", "clear"}) {
       if (name == mut) {
@@ -764,6 +782,7 @@ void add_global_functions(Object& g) {
       o = *a.pos[0].o;
     }
     for (auto& [k, v] : a.kw) o.set(k, v);
+    a.mark_keywords_read();
     Value r = Value::object(std::move(o));
     r.is_namespace = ns;
     if (ns) ev.track_namespace(r.o);
@@ -773,18 +792,20 @@ void add_global_functions(Object& g) {
         Value::function("namespace", [make_dict](Evaluator& ev, CallArgs& a) { return make_dict(ev, a, true); }));
   g.set("dict", Value::function("dict", [make_dict](Evaluator& ev, CallArgs& a) { return make_dict(ev, a, false); }));
   g.set("raise_exception", Value::function("raise_exception", [](Evaluator& ev, CallArgs& a) -> Value {
-          const std::string msg = a.pos.empty() ? std::string() : to_str(a.pos[0]).text();
+          const Value* m = a.get(0, "message");  // transformers: raise_exception(message)
+          const std::string msg = m ? to_str(*m).text() : std::string();
           ev.fail(fmt::format("the template raised an error: {}", msg));
         }));
   g.set("strftime_now", Value::function("strftime_now", [](Evaluator& ev, CallArgs& a) {
-          if (a.pos.size() != 1 || !a.pos[0].is_string()) ev.fail("strftime_now() takes one format string");
+          const Value* f = a.get(0, "format");  // transformers: strftime_now(format)
+          if (a.pos.size() > 1 || f == nullptr || !f->is_string()) ev.fail("strftime_now() takes one format string");
           const std::time_t now = std::time(nullptr);
           std::tm tm{};
           localtime_r(&now, &tm);
           char buf[512];
-          const size_t n = std::strftime(buf, sizeof buf, a.pos[0].str().c_str(), &tm);
+          const size_t n = std::strftime(buf, sizeof buf, f->str().c_str(), &tm);
           // A format that came from data gives data: its text is copied into the result.
-          return Value::string(Str(std::string(buf, n), a.pos[0].s->has_data()));
+          return Value::string(Str(std::string(buf, n), f->s->has_data()));
         }));
 }
 

@@ -334,7 +334,12 @@ void Evaluator::exec_macro(const Node& n) {
 Value Evaluator::call(const Value& callee, CallArgs& args) {
   if (callee.is_undefined()) fail(undefined_message(callee));
   if (!callee.is_function()) fail(fmt::format("'{}' object is not callable", type_name(callee)));
-  return callee.fn->fn(*this, args);
+  Value r = callee.fn->fn(*this, args);
+  // A macro refuses names it has no parameter for itself; here: builtins, and a macro's
+  // parameter given both by position and by name (Python: "got multiple values").
+  if (const std::string* k = args.unread_keyword())
+    fail(fmt::format("{}() got an unexpected keyword argument '{}'", callee.fn->name, *k));
+  return r;
 }
 
 CallArgs Evaluator::eval_args(const Expr& e, size_t first) {

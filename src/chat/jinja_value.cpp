@@ -101,8 +101,19 @@ void Object::set(const std::string& key, Value v) {
 
 const Value* CallArgs::get(size_t index, std::string_view name) const {
   if (index < pos.size()) return &pos[index];
-  for (const auto& [k, v] : kw) {
-    if (k == name) return &v;
+  for (size_t i = 0; i < kw.size(); ++i) {
+    if (kw[i].first == name) {
+      kw_read.resize(kw.size(), false);
+      kw_read[i] = true;
+      return &kw[i].second;
+    }
+  }
+  return nullptr;
+}
+
+const std::string* CallArgs::unread_keyword() const {
+  for (size_t i = 0; i < kw.size(); ++i) {
+    if (i >= kw_read.size() || !kw_read[i]) return &kw[i].first;
   }
   return nullptr;
 }

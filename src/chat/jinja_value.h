@@ -118,8 +118,17 @@ struct Value {
 struct CallArgs {
   std::vector<Value> pos;
   std::vector<std::pair<std::string, Value>> kw;
-  /// The argument `name` at position `index` or as keyword; nullptr if not given.
+  /// The argument `name` at position `index` or as keyword; nullptr if not given. A keyword
+  /// argument returned here counts as read.
   const Value* get(size_t index, std::string_view name) const;
+  /// Marks every keyword argument read (a callee that takes any keywords, or passes them on).
+  void mark_keywords_read() const { kw_read.assign(kw.size(), true); }
+  /// The first keyword argument the callee never asked for (jinja2 raises TypeError for one);
+  /// nullptr if there is none.
+  const std::string* unread_keyword() const;
+
+ private:
+  mutable std::vector<bool> kw_read;  ///< per kw entry; empty = none read yet
 };
 
 /// Python's type name of the value ("str", "int", "list", "dict", "NoneType", ...).

@@ -55,6 +55,37 @@ TEST(ChatErrors, RenderErrorsNameThePosition) {
   EXPECT_EQ(render_error("{% for c in 5 %}{% endfor %}"), "t:1:13: 'int' object is not iterable");
 }
 
+TEST(ChatErrors, AKeywordArgumentNoCalleeTakesIsAnError) {
+  // jinja2 raises TypeError for these; ignoring them would render something the template's
+  // author did not ask for (a misspelt indent=, a separator that is silently the default).
+  EXPECT_EQ(render_error("{{ messages | tojson(indnt=2) }}"),
+            "t:1:15: filter 'tojson' got an unexpected keyword argument 'indnt'");
+  EXPECT_EQ(render_error("{{ 'a' | upper(x=1) }}"), "t:1:10: filter 'upper' got an unexpected keyword argument 'x'");
+  EXPECT_EQ(render_error("{{ ['a', 'b'] | join(sep='-') }}"),
+            "t:1:17: filter 'join' got an unexpected keyword argument 'sep'");
+  EXPECT_EQ(render_error("{{ [1, 2] | map('string', bogus=1) | list }}"),
+            "t:1:13: filter 'string' got an unexpected keyword argument 'bogus'");
+  EXPECT_EQ(render_error("{% if 3 is divisibleby(3, by=1) %}{% endif %}"),
+            "t:1:9: test 'divisibleby' got an unexpected keyword argument 'by'");
+  EXPECT_EQ(render_error("{{ 'a,b'.split(separator=',') }}"),
+            "t:1:9: str.split() got an unexpected keyword argument 'separator'");
+  EXPECT_EQ(render_error("{{ {'a': 1}.get('a', fallback=0) }}"),
+            "t:1:12: dict.get() got an unexpected keyword argument 'fallback'");
+  EXPECT_EQ(render_error("{{ strftime_now('%Y', tz='UTC') }}"),
+            "t:1:16: strftime_now() got an unexpected keyword argument 'tz'");
+  EXPECT_EQ(render_error("{% macro m(a) %}{{ a }}{% endmacro %}{{ m(1, a=2) }}"),
+            "t:1:42: m() got an unexpected keyword argument 'a'");
+  // The keywords each callee takes still work, and so do callees that take any keyword.
+  const auto out = [](const std::string& src) { return ChatTemplate::parse(src, "t").render(kUser, {}).text; };
+  EXPECT_EQ(out("{{ ['a', 'b'] | join(d='-') }}|{{ 'a,b'.split(sep=',') | length }}|{{ {'a': 1}.get('b', "
+                "default=7) }}|{{ [3, 1] | sort(reverse=true) | join }}|{{ namespace(k=4).k }}|{{ dict(z=5).z }}"),
+            "a-b|2|7|31|4|5");
+  EXPECT_EQ(out("{{ [{'x': 'p'}] | map(attribute='x', default='q') | join }}|{{ none | default('d', boolean=true) }}"),
+            "p|d");
+  EXPECT_EQ(render_error("{{ raise_exception(message='no system role') }}"),
+            "t:1:19: the template raised an error: no system role");
+}
+
 TEST(ChatErrors, ReferenceCyclesDoNotLeak) {
   // Under LeakSanitizer these would be reported: a macro in the scope it closes over, a
   // namespace that holds itself, a namespace holding a macro and the loop object.
