@@ -118,22 +118,23 @@ Value f_length(Evaluator& ev, const Value& v, CallArgs&) {
   }
 }
 
+// transformers' tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False).
 Value f_tojson(Evaluator& ev, const Value& v, CallArgs& a) {
   JsonOptions o;
-  if (const Value* ind = a.get(0, "indent"); ind != nullptr && !ind->is_none()) {
+  if (const Value* ind = a.get(1, "indent"); ind != nullptr && !ind->is_none()) {
     if (ind->kind != Value::Kind::Int || ind->i < 0 || ind->i > 64) ev.fail("tojson: indent must be an integer 0..64");
     o.indent = static_cast<int>(ind->i);
   }
   o.item_sep = o.indent ? "," : ", ";
-  if (const Value* sep = a.get(1, "separators"); sep != nullptr && !sep->is_none()) {
+  if (const Value* sep = a.get(2, "separators"); sep != nullptr && !sep->is_none()) {
     if (!sep->is_array() || sep->a->size() != 2 || !(*sep->a)[0].is_string() || !(*sep->a)[1].is_string()) {
       ev.fail("tojson: separators must be a pair of strings");
     }
     o.item_sep = (*sep->a)[0].str();
     o.key_sep = (*sep->a)[1].str();
   }
-  o.sort_keys = bool_arg(a, 2, "sort_keys", false);
-  if (const Value* ea = a.get(99, "ensure_ascii"); ea != nullptr && ea->truthy()) {
+  o.sort_keys = bool_arg(a, 3, "sort_keys", false);
+  if (const Value* ea = a.get(0, "ensure_ascii"); ea != nullptr && ea->truthy()) {
     ev.fail("tojson: ensure_ascii=True is not supported");
   }
   std::string err;
@@ -356,6 +357,7 @@ bool run_test_from_args(Evaluator& ev, const Value& x, const CallArgs& a, size_t
   if (!a.pos[first].is_string() || !has_test(a.pos[first].str())) ev.fail("the test argument must name a test");
   CallArgs rest;
   rest.pos.assign(a.pos.begin() + static_cast<std::ptrdiff_t>(first) + 1, a.pos.end());
+  rest.kw = a.kw;  // jinja2 passes select's keywords on to the test, which checks them
   return apply_test(ev, a.pos[first].str(), x, rest);
 }
 
@@ -366,6 +368,9 @@ Value select_impl(Evaluator& ev, const Value& v, CallArgs& a, bool want, bool by
     attr = str_arg(ev, a, 0, "attribute");
     if (attr == nullptr) ev.fail("selectattr/rejectattr need an attribute name");
   }
+  // With a test, the keywords are the test's (checked by apply_test, also for an empty sequence
+  // here: they are not checked at all then, as in jinja2).
+  if (a.pos.size() > (by_attr ? 1u : 0u)) a.mark_keywords_read();
   for (const Value& x : iterate(ev, v, by_attr ? "selectattr" : "select")) {
     const Value subject = by_attr ? attr_path(x, *attr) : x;
     if (run_test_from_args(ev, subject, a, by_attr ? 1 : 0) == want) out.push_back(x);
@@ -460,9 +465,14 @@ const std::map<std::string, FilterFn>& filters() {
 
 // ---- tests ----
 
+/// The one argument of a test, by position or by jinja2's parameter name: `other` (eq, ne, lt,
+/// le, gt, ge, sameas), `seq` (in), `num` (divisibleby).
 const Value& test_arg(Evaluator& ev, const CallArgs& a, const char* test) {
-  if (a.pos.empty()) ev.fail(fmt::format("test '{}' needs an argument", test));
-  return a.pos[0];
+  const std::string_view t = test;
+  const char* name = t == "in" ? "seq" : t == "divisibleby" ? "num" : "other";
+  const Value* v = a.get(0, name);
+  if (v == nullptr) ev.fail(fmt::format("test '{}' needs an argument", test));
+  return *v;
 }
 
 bool t_defined(Evaluator&, const Value& v, CallArgs&) { return !v.is_undefined(); }

@@ -291,9 +291,11 @@ void Evaluator::exec_macro(const Node& n) {
       ev.fail(fmt::format("macro '{}' takes {} arguments, {} given", def->text, def->params.size(), args.pos.size()));
     }
     for (const auto& [k, v] : args.kw) {
-      bool known = false;
-      for (const Param& p : def->params) known = known || p.name == k;
-      if (!known) ev.fail(fmt::format("macro '{}' has no parameter '{}'", def->text, k));
+      size_t at = def->params.size();
+      for (size_t i = 0; i < def->params.size() && at == def->params.size(); ++i)
+        if (def->params[i].name == k) at = i;
+      if (at == def->params.size()) ev.fail(fmt::format("macro '{}' has no parameter '{}'", def->text, k));
+      if (at < args.pos.size()) ev.fail(fmt::format("macro '{}' got multiple values for argument '{}'", def->text, k));
     }
     if (++call_depth_ > limits_.max_call_depth) {
       --call_depth_;

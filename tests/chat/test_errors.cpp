@@ -74,7 +74,9 @@ TEST(ChatErrors, AKeywordArgumentNoCalleeTakesIsAnError) {
   EXPECT_EQ(render_error("{{ strftime_now('%Y', tz='UTC') }}"),
             "t:1:16: strftime_now() got an unexpected keyword argument 'tz'");
   EXPECT_EQ(render_error("{% macro m(a) %}{{ a }}{% endmacro %}{{ m(1, a=2) }}"),
-            "t:1:42: m() got an unexpected keyword argument 'a'");
+            "t:1:42: macro 'm' got multiple values for argument 'a'");
+  EXPECT_EQ(render_error("{{ [1, 2] | select('divisibleby', 2, n=2) | list }}"),
+            "t:1:13: test 'divisibleby' got an unexpected keyword argument 'n'");
   // The keywords each callee takes still work, and so do callees that take any keyword.
   const auto out = [](const std::string& src) { return ChatTemplate::parse(src, "t").render(kUser, {}).text; };
   EXPECT_EQ(out("{{ ['a', 'b'] | join(d='-') }}|{{ 'a,b'.split(sep=',') | length }}|{{ {'a': 1}.get('b', "
@@ -82,6 +84,13 @@ TEST(ChatErrors, AKeywordArgumentNoCalleeTakesIsAnError) {
             "a-b|2|7|31|4|5");
   EXPECT_EQ(out("{{ [{'x': 'p'}] | map(attribute='x', default='q') | join }}|{{ none | default('d', boolean=true) }}"),
             "p|d");
+  // Tests take their argument by jinja2's name too, also through select / selectattr.
+  EXPECT_EQ(out("{{ [1, 2, 3, 4] | select('divisibleby', num=2) | join }}|{{ [{'r': 'a'}, {'r': 'b'}] | "
+                "selectattr('r', 'in', seq=['b']) | map(attribute='r') | join }}|{{ 3 is eq(other=3) }}|{{ [] | "
+                "reject('sameas', other=none) | length }}"),
+            "24|b|True|0");
+  // tojson's positional order is transformers': ensure_ascii, indent, separators, sort_keys.
+  EXPECT_EQ(out("{{ {'b': 1, 'a': [2]} | tojson(false, 1, none, true) }}"), "{\n \"a\": [\n  2\n ],\n \"b\": 1\n}");
   EXPECT_EQ(render_error("{{ raise_exception(message='no system role') }}"),
             "t:1:19: the template raised an error: no system role");
 }
