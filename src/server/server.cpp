@@ -405,30 +405,33 @@ void routes(httplib::Server& http, Shared& sh) {
   const ServerOptions& opt = *sh.opt;
   // Runs after the headers are read and before the body is.
   http.set_pre_routing_handler([&sh, &opt](const httplib::Request& req, httplib::Response& res) {
-    if (req.path != "/health" && !authorized(opt, req)) {
-      send_error(sh, res,
-                 ApiError(401, "authentication_error", "invalid_api_key",
-                          "missing or wrong API key (Authorization: Bearer KEY)"));
+    // Answered from the headers, before the body is read; the connection then closes (one
+    // request per connection, see set_keep_alive_max_count below), so the unread body is never
+    // parsed as a request of its own.
+    auto refuse = [&](const ApiError& e) {
+      send_error(sh, res, e);
       return httplib::Server::HandlerResponse::Handled;
-    }
+    };
+    if (req.path != "/health" && !authorized(opt, req))
+      return refuse(ApiError(401, "authentication_error", "invalid_api_key",
+                             "missing or wrong API key (Authorization: Bearer KEY)"));
     // cpp-httplib 0.11 checks --max-body against Content-Length only: a chunked body, or one
     // without a length (read until the client closes), would be read into memory whole. Every
     // body must say its length (OpenAI's clients, curl and nginx do).
     if ((req.method == "POST" || req.method == "PUT" || req.method == "PATCH") &&
-        (req.has_header("Transfer-Encoding") || !req.has_header("Content-Length"))) {
-      send_error(sh, res,
-                 ApiError(411, "invalid_request_error", "length_required",
-                          "a request body needs a Content-Length header (chunked bodies are not accepted)"));
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    // Several Content-Length fields: cpp-httplib would take the first, a proxy in front may take
-    // another, and the two would split the stream into different requests (RFC 9112, 6.3: an
-    // error, not to be guessed at).
-    if (req.get_header_value_count("Content-Length") > 1) {
-      send_error(sh, res,
-                 ApiError(400, "invalid_request_error", "invalid_content_length",
-                          "the request has more than one Content-Length header"));
-      return httplib::Server::HandlerResponse::Handled;
+        (req.has_header("Transfer-Encoding") || !req.has_header("Content-Length")))
+      return refuse(ApiError(411, "invalid_request_error", "length_required",
+                             "a request body needs a Content-Length header (chunked bodies are not accepted)"));
+    // Several Content-Length fields, or one that is not a plain decimal number ("5, 5", "+5",
+    // "5abc", which cpp-httplib reads as 5): a proxy in front may read another length than this
+    // server, and the two would split the stream into different requests (RFC 9112, 6.3).
+    if (const size_t n = req.get_header_value_count("Content-Length"); n > 0) {
+      const std::string v = req.get_header_value("Content-Length");
+      const bool digits = !v.empty() && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
+      if (n > 1 || !digits)
+        return refuse(ApiError(400, "invalid_request_error", "invalid_content_length",
+                               n > 1 ? "the request has more than one Content-Length header"
+                                     : "the Content-Length header is not a decimal number of bytes"));
     }
     return httplib::Server::HandlerResponse::Unhandled;
   });
@@ -562,6 +565,11 @@ int run_server(const ServerOptions& opt) {
   http.set_read_timeout(static_cast<time_t>(read_timeout_us / 1000000), static_cast<time_t>(read_timeout_us % 1000000));
   http.set_write_timeout(10, 0);
   http.set_keep_alive_timeout(5);
+  // One request per connection: cpp-httplib 0.11 cannot close a single connection, and a request
+  // answered before its body is read (401, 411, a bad Content-Length) would otherwise leave that
+  // body on a kept-alive connection, where the next "request" parsed from it could answer a
+  // proxy's next client (request smuggling). A connection costs far less than one generation.
+  http.set_keep_alive_max_count(1);
   routes(http, sh);
   EngineOptions eo;
   eo.n_threads = opt.n_threads;
