@@ -57,9 +57,12 @@ struct ChatTemplateOptions {
   size_t max_output_bytes = size_t{64} << 20;  ///< limit on the rendered text
   int64_t max_loop_iterations = 1'000'000;     ///< limit on loop iterations of one render
   /// Limit on the work of one render: bytes of strings (16 per list or dict item) read or built by
-  /// operators, filters, tests, methods and loops, plus the output. Bounds a render's time; the
-  /// memory a hostile template holds in variables is not bounded by it (docs/chat.md, "Limits").
+  /// operators, filters, tests, methods and loops, plus the output. Bounds a render's time.
   size_t max_work_bytes = size_t{1} << 30;
+  /// Limit on the bytes of strings, lists and dicts one render holds alive at once (its loops'
+  /// copies of their sequences included; a list item costs ~160 bytes): bounds the memory of a
+  /// hostile template. Peak memory may pass it by the one value being built when it is reached.
+  size_t max_live_bytes = size_t{512} << 20;
 };
 
 /// A parsed Jinja chat template. Cheap to copy (shares the parsed tree); immutable; render() is

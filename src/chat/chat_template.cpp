@@ -185,6 +185,7 @@ RenderedChat render_values(const ChatTemplate::Impl& im, jinja::Value messages, 
   lim.max_output_bytes = opt.max_output_bytes;
   lim.max_iterations = opt.max_loop_iterations;
   lim.max_work_bytes = opt.max_work_bytes;
+  lim.max_live_bytes = opt.max_live_bytes;
   jinja::Evaluator ev(lim);
   jinja::Str out;
   try {

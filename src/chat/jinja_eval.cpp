@@ -86,6 +86,11 @@ void Evaluator::emit(Str& out, const Str& s) {
 }
 
 Str Evaluator::render(const Program& prog, const Object& globals) {
+  live_ = std::make_shared<LiveBytes>(limits_.max_live_bytes, [this](size_t live, size_t limit) {
+    fail(fmt::format("the template holds more than {} bytes of strings, lists and dicts at once (limit; {} asked)",
+                     limit, live));
+  });
+  const LiveBytesScope counting(live_);
   scope_ = std::make_shared<Scope>();
   for (const auto& [k, v] : globals.items) scope_->vars[k] = v;
   auto top = std::make_shared<Scope>();
@@ -237,6 +242,19 @@ void Evaluator::exec_for(const Node& n, Str& out) {
   if (items.empty()) {
     exec(n.else_body, out);
     return;
+  }
+  // The loop's copy of its sequence is alive as long as the loop runs (nested loops each hold one).
+  struct Held {
+    std::shared_ptr<LiveBytes> lb;
+    size_t n = 0;
+    ~Held() {
+      if (lb) lb->sub(n);
+    }
+  } held;
+  if (const std::shared_ptr<LiveBytes>& lb = current_live_bytes()) {
+    lb->add(heap_bytes(items));
+    held.n = heap_bytes(items);
+    held.lb = lb;
   }
   const int64_t len = static_cast<int64_t>(items.size());
   auto index = std::make_shared<int64_t>(0);  // loop.cycle() reads the current iteration

@@ -20,10 +20,12 @@ struct Limits {
   int max_call_depth = 64;                     ///< nested macro calls
   /// Work of one render: bytes of every string (and kItemWorkBytes per list or dict item) that an
   /// operator, filter, test, method or loop reads or builds, plus the output. Bounds the time of
-  /// loops that repeat work on large values. Not the memory a render holds: values kept in
-  /// variables are not counted as live memory (70 `set`s of range(1000000) hold ~8.5 GB before
-  /// this limit ends the render; templates come from the model or the operator, not from clients).
+  /// loops that repeat work on large values. Not the memory a render holds (max_live_bytes).
   size_t max_work_bytes = size_t{1} << 30;
+  /// Bytes of strings, lists and dicts the render holds alive at once, its loops' copies of their
+  /// sequences included (LiveBytes): bounds the memory of a template that keeps values it built
+  /// (70 `set`s of range(1000000) held ~8.5 GB before this limit).
+  size_t max_live_bytes = size_t{512} << 20;
 };
 
 /// Work charged per list or dict item read or built.
@@ -86,6 +88,7 @@ class Evaluator {
   size_t work_ = 0;
   std::vector<std::shared_ptr<Object>> namespaces_;
   int call_depth_ = 0;
+  std::shared_ptr<LiveBytes> live_;  ///< the values this render made (counted while it runs)
 };
 
 // ---- built-ins (jinja_builtins.cpp) ----

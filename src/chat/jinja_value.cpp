@@ -153,10 +153,55 @@ Value Value::real(double x) {
   return v;
 }
 
+// ---- live bytes ----------------------------------------------------------------------------
+
+namespace {
+
+thread_local std::shared_ptr<LiveBytes> tl_live;
+
+/// A shared_ptr to a new T counted against the current account (if any): its bytes are given
+/// back when the last reference goes, wherever that happens.
+template <class T, class U>
+std::shared_ptr<U> counted(T&& x, size_t bytes) {
+  const std::shared_ptr<LiveBytes>& lb = tl_live;
+  if (!lb) return std::make_shared<U>(std::forward<T>(x));
+  bytes += 64;  // the object, the control block and allocator overhead
+  lb->add(bytes);
+  try {
+    return std::shared_ptr<U>(new U(std::forward<T>(x)), [lb, bytes](U* p) {
+      lb->sub(bytes);
+      delete p;
+    });
+  } catch (...) {
+    lb->sub(bytes);
+    throw;
+  }
+}
+
+}  // namespace
+
+void LiveBytes::add(size_t n) {
+  if (live_ + n > limit_) over_(live_ + n, limit_);
+  live_ += n;
+}
+
+LiveBytesScope::LiveBytesScope(std::shared_ptr<LiveBytes> lb) : prev_(std::move(tl_live)) { tl_live = std::move(lb); }
+LiveBytesScope::~LiveBytesScope() { tl_live = std::move(prev_); }
+
+const std::shared_ptr<LiveBytes>& current_live_bytes() { return tl_live; }
+
+size_t heap_bytes(const Str& s) {
+  const size_t text = s.text().capacity() > 15 ? s.text().capacity() + 1 : 0;  // beyond the small-string buffer
+  return text + s.data_ranges().capacity() * sizeof(Range);
+}
+
+size_t heap_bytes(const Array& a) { return a.capacity() * sizeof(Value); }
+
 Value Value::string(Str x) {
   Value v;
   v.kind = Kind::String;
-  v.s = std::make_shared<const Str>(std::move(x));
+  const size_t n = heap_bytes(x);
+  v.s = counted<Str, const Str>(std::move(x), n);
   return v;
 }
 
@@ -167,7 +212,8 @@ Value Value::array(Array x, bool tuple) {
   Value v;
   v.kind = Kind::List;
   for (const Value& e : x) v.depth = std::max(v.depth, e.depth + 1);
-  v.a = std::make_shared<const Array>(std::move(x));
+  const size_t n = heap_bytes(x);
+  v.a = counted<Array, const Array>(std::move(x), n);
   v.is_tuple = tuple;
   return v;
 }
@@ -175,8 +221,12 @@ Value Value::array(Array x, bool tuple) {
 Value Value::object(Object x) {
   Value v;
   v.kind = Kind::Dict;
-  for (const auto& kv : x.items) v.depth = std::max(v.depth, kv.second.depth + 1);
-  v.o = std::make_shared<Object>(std::move(x));
+  size_t n = x.items.capacity() * sizeof(x.items[0]);
+  for (const auto& kv : x.items) {
+    v.depth = std::max(v.depth, kv.second.depth + 1);
+    if (kv.first.capacity() > 15) n += kv.first.capacity() + 1;
+  }
+  v.o = counted<Object, Object>(std::move(x), n);
   return v;
 }
 

@@ -3,6 +3,7 @@
 // their bytes came from data (messages, tools) rather than from the template's own text.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -52,6 +53,44 @@ class Str {
 
 struct Value;
 using Array = std::vector<Value>;
+
+/// The bytes of values a render holds alive: the heap buffers of every string, list and dict made
+/// while it is the thread's current account (LiveBytesScope), counted when the value is made and
+/// given back when its last reference goes, against a limit. Unlike the work of a render
+/// (Limits::max_work_bytes), a list rebuilt a thousand times (set ns.l = ns.l + [x]) costs only
+/// what is alive at once.
+class LiveBytes {
+ public:
+  /// `over(live, limit)` is called (and must throw) when an addition would pass `limit` bytes.
+  LiveBytes(size_t limit, std::function<void(size_t, size_t)> over) : limit_(limit), over_(std::move(over)) {}
+  void add(size_t n);
+  void sub(size_t n) { live_ -= n; }
+  size_t live() const { return live_; }
+
+ private:
+  size_t limit_;
+  std::function<void(size_t, size_t)> over_;
+  std::atomic<size_t> live_{0};  ///< a value may die on another thread than the render's
+};
+
+/// Makes `lb` the current account of this thread for its lifetime (renders run on one thread).
+class LiveBytesScope {
+ public:
+  explicit LiveBytesScope(std::shared_ptr<LiveBytes> lb);
+  ~LiveBytesScope();
+  LiveBytesScope(const LiveBytesScope&) = delete;
+  LiveBytesScope& operator=(const LiveBytesScope&) = delete;
+
+ private:
+  std::shared_ptr<LiveBytes> prev_;
+};
+
+/// The current account of this thread (null outside a render).
+const std::shared_ptr<LiveBytes>& current_live_bytes();
+
+/// Heap bytes of a Str / Array (their buffers, not the values an Array's items point to).
+size_t heap_bytes(const Str& s);
+size_t heap_bytes(const Array& a);
 
 /// A dict in insertion order (Python 3.7+ dicts; tojson keeps the order).
 struct Object {

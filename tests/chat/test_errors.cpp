@@ -171,6 +171,38 @@ TEST(ChatErrors, LimitsStopHostileTemplatesQuickly) {
   EXPECT_LT(secs, 60.0);  // seconds under ASan; well under one in a Release build
 }
 
+TEST(ChatErrors, MemoryATemplateHoldsIsBounded) {
+  // Values kept in variables: 70 lists of 10^6 items held ~8.5 GB before the live-bytes limit
+  // (docs/chat.md, "Limits"); now the render ends when what it holds passes the limit.
+  std::string keep;
+  for (int i = 0; i < 70; ++i) keep += "{% set l" + std::to_string(i) + " = range(1000000) %}";
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string e = render_error(keep + "{{ l0 | length }}");
+  EXPECT_NE(e.find("bytes of strings, lists and dicts at once (limit"), std::string::npos) << e;
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
+  // A loop holds a copy of its sequence: nested loops over one large list each hold one.
+  ChatTemplateOptions small;
+  small.max_live_bytes = 64 << 20;
+  const std::string nested =
+      "{% set l = range(200000) %}{% for a in l %}{% for b in l %}{% for c in l %}{% break %}{% endfor %}"
+      "{% break %}{% endfor %}{% break %}{% endfor %}";
+  EXPECT_NE(render_error(nested, small).find("at once (limit"), std::string::npos);
+  ChatTemplateOptions roomy;
+  roomy.max_live_bytes = 256 << 20;
+  EXPECT_EQ(ChatTemplate::parse(nested + "ok", "t").render(kUser, roomy).text, "ok");
+  // What is no longer referenced is given back: a list rebuilt 5,000 times, a string replaced
+  // many times, all within a limit far below their total.
+  ChatTemplateOptions tight;
+  tight.max_live_bytes = 4 << 20;
+  EXPECT_EQ(ChatTemplate::parse("{% set ns = namespace(l=[], s='') %}{% for m in range(5000) %}"
+                                "{% set ns.l = ns.l + [m] %}{% set ns.s = ns.s ~ 'x' %}{% endfor %}"
+                                "{{ ns.l | length }} {{ ns.s | length }}",
+                                "t")
+                .render(kUser, tight)
+                .text,
+            "5000 5000");
+}
+
 TEST(ChatErrors, RepeatSizesDoNotWrapOrLoop) {
   const auto t0 = std::chrono::steady_clock::now();
   // 2^24 bytes * 2^40 wraps to 0 in 64 bits: still over the limit, not a 2^64-byte string.
