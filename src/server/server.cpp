@@ -11,6 +11,7 @@
 #include <cctype>
 #include <chrono>
 #include <csignal>
+#include <cstdint>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
@@ -401,37 +402,69 @@ bool authorized(const ServerOptions& opt, const httplib::Request& req) {
   return diff == 0;
 }
 
+/// The API key check of a route that reads a body (the pre-routing handler let the request
+/// through unauthorized so that its body is read first): answers 401 and returns false.
+bool check_api_key(Shared& sh, const httplib::Request& req, httplib::Response& res) {
+  if (authorized(*sh.opt, req)) return true;
+  send_error(
+      sh, res,
+      ApiError(401, "authentication_error", "invalid_api_key", "missing or wrong API key (Authorization: Bearer KEY)"));
+  return false;
+}
+
 void routes(httplib::Server& http, Shared& sh) {
   const ServerOptions& opt = *sh.opt;
   // Runs after the headers are read and before the body is.
   http.set_pre_routing_handler([&sh, &opt](const httplib::Request& req, httplib::Response& res) {
-    // Answered from the headers, before the body is read; the connection then closes (one
-    // request per connection, see set_keep_alive_max_count below), so the unread body is never
-    // parsed as a request of its own.
-    auto refuse = [&](const ApiError& e) {
+    // A request whose body cannot be read safely is answered from its headers with
+    // "Connection: close": cpp-httplib 0.11 cannot close one connection itself and would parse
+    // the unread body as the next request, but a client or proxy that honours the header does not
+    // send another request on it (RFC 9112, 9.6), so nothing parsed from that body reaches anyone.
+    auto refuse_and_close = [&](const ApiError& e) {
       send_error(sh, res, e);
+      res.set_header("Connection", "close");
       return httplib::Server::HandlerResponse::Handled;
     };
-    if (req.path != "/health" && !authorized(opt, req))
-      return refuse(ApiError(401, "authentication_error", "invalid_api_key",
-                             "missing or wrong API key (Authorization: Bearer KEY)"));
     // cpp-httplib 0.11 checks --max-body against Content-Length only: a chunked body, or one
     // without a length (read until the client closes), would be read into memory whole. Every
     // body must say its length (OpenAI's clients, curl and nginx do).
-    if ((req.method == "POST" || req.method == "PUT" || req.method == "PATCH") &&
-        (req.has_header("Transfer-Encoding") || !req.has_header("Content-Length")))
-      return refuse(ApiError(411, "invalid_request_error", "length_required",
-                             "a request body needs a Content-Length header (chunked bodies are not accepted)"));
+    const bool has_body_method = req.method == "POST" || req.method == "PUT" || req.method == "PATCH";
+    if (has_body_method && (req.has_header("Transfer-Encoding") || !req.has_header("Content-Length")))
+      return refuse_and_close(
+          ApiError(411, "invalid_request_error", "length_required",
+                   "a request body needs a Content-Length header (chunked bodies are not accepted)"));
     // Several Content-Length fields, or one that is not a plain decimal number ("5, 5", "+5",
     // "5abc", which cpp-httplib reads as 5): a proxy in front may read another length than this
     // server, and the two would split the stream into different requests (RFC 9112, 6.3).
+    // (cpp-httplib has already trimmed and percent-decoded the value: "%35" arrives as "5".)
+    uint64_t body_bytes = 0;
     if (const size_t n = req.get_header_value_count("Content-Length"); n > 0) {
       const std::string v = req.get_header_value("Content-Length");
       const bool digits = !v.empty() && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
       if (n > 1 || !digits)
-        return refuse(ApiError(400, "invalid_request_error", "invalid_content_length",
-                               n > 1 ? "the request has more than one Content-Length header"
-                                     : "the Content-Length header is not a decimal number of bytes"));
+        return refuse_and_close(ApiError(400, "invalid_request_error", "invalid_content_length",
+                                         n > 1 ? "the request has more than one Content-Length header"
+                                               : "the Content-Length header is not a decimal number of bytes"));
+      body_bytes = v.size() > 19 ? UINT64_MAX : std::stoull(v);  // 19 digits always fit in 64 bits
+    }
+    // cpp-httplib would answer 413 itself, but without closing: say it here, with the header.
+    if (body_bytes > opt.max_body_bytes)
+      return refuse_and_close(ApiError(413, "invalid_request_error", "payload_too_large",
+                                       fmt::format("the request body is larger than {} bytes", opt.max_body_bytes)));
+    // A missing or wrong API key: a request to a route that reads a body, with a body that can be
+    // read (a length within --max-body), is refused by the route after cpp-httplib read the body
+    // (check_api_key), so the connection stays in step and is kept alive; closing with the body
+    // unread would reset the connection and could lose the answer (a proxy would report 502).
+    if (req.path != "/health" && !authorized(opt, req)) {
+      const bool route_reads_body =
+          req.method == "POST" && (req.path == "/v1/completions" || req.path == "/v1/chat/completions" ||
+                                   req.path == "/tokenize" || req.path == "/detokenize");
+      if (route_reads_body) return httplib::Server::HandlerResponse::Unhandled;
+      const ApiError e(401, "authentication_error", "invalid_api_key",
+                       "missing or wrong API key (Authorization: Bearer KEY)");
+      if (body_bytes > 0) return refuse_and_close(e);
+      send_error(sh, res, e);
+      return httplib::Server::HandlerResponse::Handled;
     }
     return httplib::Server::HandlerResponse::Unhandled;
   });
@@ -467,16 +500,16 @@ void routes(httplib::Server& http, Shared& sh) {
   });
 
   http.Post("/v1/completions", [&sh](const httplib::Request& req, httplib::Response& res) {
-    guarded(sh, res, [&] { completion(sh, req, res, Endpoint::Completions); });
+    if (check_api_key(sh, req, res)) guarded(sh, res, [&] { completion(sh, req, res, Endpoint::Completions); });
   });
   http.Post("/v1/chat/completions", [&sh](const httplib::Request& req, httplib::Response& res) {
-    guarded(sh, res, [&] { completion(sh, req, res, Endpoint::ChatCompletions); });
+    if (check_api_key(sh, req, res)) guarded(sh, res, [&] { completion(sh, req, res, Endpoint::ChatCompletions); });
   });
   http.Post("/tokenize", [&sh](const httplib::Request& req, httplib::Response& res) {
-    guarded(sh, res, [&] { tokenize(sh, req, res); });
+    if (check_api_key(sh, req, res)) guarded(sh, res, [&] { tokenize(sh, req, res); });
   });
   http.Post("/detokenize", [&sh](const httplib::Request& req, httplib::Response& res) {
-    guarded(sh, res, [&] { detokenize(sh, req, res); });
+    if (check_api_key(sh, req, res)) guarded(sh, res, [&] { detokenize(sh, req, res); });
   });
   http.Get("/health", [&sh](const httplib::Request&, httplib::Response& res) {
     if (!sh.ready.load()) {
@@ -565,11 +598,6 @@ int run_server(const ServerOptions& opt) {
   http.set_read_timeout(static_cast<time_t>(read_timeout_us / 1000000), static_cast<time_t>(read_timeout_us % 1000000));
   http.set_write_timeout(10, 0);
   http.set_keep_alive_timeout(5);
-  // One request per connection: cpp-httplib 0.11 cannot close a single connection, and a request
-  // answered before its body is read (401, 411, a bad Content-Length) would otherwise leave that
-  // body on a kept-alive connection, where the next "request" parsed from it could answer a
-  // proxy's next client (request smuggling). A connection costs far less than one generation.
-  http.set_keep_alive_max_count(1);
   routes(http, sh);
   EngineOptions eo;
   eo.n_threads = opt.n_threads;
