@@ -19,6 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   opt.max_output_bytes = 1 << 20;
   opt.max_loop_iterations = 20'000;
   opt.max_work_bytes = 16 << 20;
+  opt.max_live_bytes = 16 << 20;
   try {
     snapkv::ChatTemplate t = snapkv::ChatTemplate::parse(src, "fuzz");
     t.set_special_tokens("<s>", "</s>");

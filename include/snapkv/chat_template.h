@@ -61,7 +61,8 @@ struct ChatTemplateOptions {
   size_t max_work_bytes = size_t{1} << 30;
   /// Limit on the bytes of strings, lists and dicts one render holds alive at once (its loops'
   /// copies of their sequences included; a list item costs ~160 bytes): bounds the memory of a
-  /// hostile template. Peak memory may pass it by the one value being built when it is reached.
+  /// hostile template. Peak memory may pass it by the value being built when it is reached and by
+  /// a filter's temporary copies of its input (docs/chat.md, "Limits").
   size_t max_live_bytes = size_t{512} << 20;
 };
 

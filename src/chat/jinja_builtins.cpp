@@ -465,12 +465,15 @@ const std::map<std::string, FilterFn>& filters() {
 
 // ---- tests ----
 
-/// The one argument of a test, by position or by jinja2's parameter name: `other` (eq, ne, lt,
-/// le, gt, ge, sameas), `seq` (in), `num` (divisibleby).
+/// The one argument of a test, by position or by jinja2's parameter name where it has one:
+/// `other` (sameas), `seq` (in), `num` (divisibleby); eq, ne, lt, le, gt and ge are Python's
+/// operator functions, whose parameters are positional only.
 const Value& test_arg(Evaluator& ev, const CallArgs& a, const char* test) {
   const std::string_view t = test;
-  const char* name = t == "in" ? "seq" : t == "divisibleby" ? "num" : "other";
-  const Value* v = a.get(0, name);
+  const char* name = t == "in" ? "seq" : t == "divisibleby" ? "num" : t == "sameas" ? "other" : nullptr;
+  const Value* v = name ? a.get(0, name) : (a.pos.empty() ? nullptr : &a.pos[0]);
+  if (v == nullptr && !a.kw.empty())
+    ev.fail(fmt::format("test '{}' got an unexpected keyword argument '{}'", test, a.kw[0].first));
   if (v == nullptr) ev.fail(fmt::format("test '{}' needs an argument", test));
   return *v;
 }

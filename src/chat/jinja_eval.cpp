@@ -86,10 +86,13 @@ void Evaluator::emit(Str& out, const Str& s) {
 }
 
 Str Evaluator::render(const Program& prog, const Object& globals) {
-  live_ = std::make_shared<LiveBytes>(limits_.max_live_bytes, [this](size_t live, size_t limit) {
-    fail(fmt::format("the template holds more than {} bytes of strings, lists and dicts at once (limit; {} asked)",
-                     limit, live));
-  });
+  live_ = std::make_shared<LiveBytes>(
+      limits_.max_live_bytes, limits_.max_output_bytes,
+      [this](size_t live, size_t limit) {
+        fail(fmt::format("the template holds more than {} bytes of strings, lists and dicts at once (limit; {} asked)",
+                         limit, live));
+      },
+      [this](size_t n) { check_bytes(n); });
   const LiveBytesScope counting(live_);
   scope_ = std::make_shared<Scope>();
   for (const auto& [k, v] : globals.items) scope_->vars[k] = v;
@@ -214,6 +217,9 @@ void Evaluator::exec_for(const Node& n, Str& out) {
     default:
       fail(fmt::format("'{}' object is not iterable", type_name(seq)));
   }
+  // The loop's copy of its sequence is alive as long as the loop runs (nested loops, and loops
+  // in macros called from a loop's filter, each hold one).
+  LiveHold held(heap_bytes(items));
   auto bind = [&](Scope& sc, const Value& item) {
     if (n.targets.size() == 1) {
       sc.vars[n.targets[0]] = item;
@@ -227,6 +233,8 @@ void Evaluator::exec_for(const Node& n, Str& out) {
   const std::shared_ptr<Scope> outer = scope_;
   if (n.cond) {  // the loop filter runs before the loop: loop.length counts the kept items
     std::vector<Value> kept;
+    kept.reserve(items.size());
+    LiveHold held_kept(heap_bytes(kept));
     for (const Value& item : items) {
       count_iterations(1);
       scope_ = std::make_shared<Scope>();
@@ -238,23 +246,11 @@ void Evaluator::exec_for(const Node& n, Str& out) {
       if (keep) kept.push_back(item);
     }
     items = std::move(kept);
+    held = std::move(held_kept);
   }
   if (items.empty()) {
     exec(n.else_body, out);
     return;
-  }
-  // The loop's copy of its sequence is alive as long as the loop runs (nested loops each hold one).
-  struct Held {
-    std::shared_ptr<LiveBytes> lb;
-    size_t n = 0;
-    ~Held() {
-      if (lb) lb->sub(n);
-    }
-  } held;
-  if (const std::shared_ptr<LiveBytes>& lb = current_live_bytes()) {
-    lb->add(heap_bytes(items));
-    held.n = heap_bytes(items);
-    held.lb = lb;
   }
   const int64_t len = static_cast<int64_t>(items.size());
   auto index = std::make_shared<int64_t>(0);  // loop.cycle() reads the current iteration

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 
 namespace snapkv::jinja {
 
@@ -186,6 +187,7 @@ void json_value(std::string& out, const Value& v, const JsonOptions& o, int leve
         if (k > 0) out += o.item_sep;
         newline(level + 1);
         json_value(out, (*v.a)[k], o, level + 1, error);
+        check_string_growth(out.size());
       }
       newline(level);
       out += ']';
@@ -212,6 +214,7 @@ void json_value(std::string& out, const Value& v, const JsonOptions& o, int leve
         json_string(out, items[k]->first);
         out += o.key_sep;
         json_value(out, items[k]->second, o, level + 1, error);
+        check_string_growth(out.size());
       }
       newline(level);
       out += '}';
@@ -300,6 +303,20 @@ std::vector<Str> py_split(const Str& s, const std::string* sep, int64_t maxsplit
 Str py_replace(const Str& s, std::string_view old, const Str& repl, int64_t count) {
   Str out;
   const std::string& t = s.text();
+  // The result's size first: a short string with a long replacement could be far larger than
+  // either (the render's string limit, check_string_growth).
+  {
+    size_t n = 0;
+    if (old.empty()) {
+      n = code_point_offsets(t).size();  // code points + 1 places
+    } else {
+      for (size_t at = t.find(old); at != std::string::npos; at = t.find(old, at + old.size())) ++n;
+    }
+    if (count >= 0) n = std::min(n, static_cast<size_t>(count));
+    const double bytes = static_cast<double>(t.size()) +
+                         static_cast<double>(n) * (static_cast<double>(repl.size()) - static_cast<double>(old.size()));
+    check_string_growth(bytes > 1e18 ? SIZE_MAX : static_cast<size_t>(bytes));
+  }
   if (old.empty()) {  // Python inserts `repl` between every code point and at both ends
     const std::vector<size_t> off = code_point_offsets(t);
     int64_t done = 0;

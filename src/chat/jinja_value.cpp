@@ -7,6 +7,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <type_traits>
 
 namespace snapkv::jinja {
 
@@ -122,6 +123,15 @@ const std::string* CallArgs::unread_keyword() const {
 
 Value Value::undefined(std::string name) {
   Value v;
+  // Every copy of the value copies its name, which may quote a key of any length: keep the
+  // message short (cut at a UTF-8 character boundary).
+  constexpr size_t kMaxName = 200;
+  if (name.size() > kMaxName) {
+    size_t cut = kMaxName;
+    while (cut > 0 && (static_cast<unsigned char>(name[cut]) & 0xC0) == 0x80) --cut;
+    name.resize(cut);
+    name += "...";
+  }
   v.undefined_name = std::move(name);
   return v;
 }
@@ -159,23 +169,35 @@ namespace {
 
 thread_local std::shared_ptr<LiveBytes> tl_live;
 
-/// A shared_ptr to a new T counted against the current account (if any): its bytes are given
-/// back when the last reference goes, wherever that happens.
+/// A value and the bytes it holds against an account, given back when the box goes.
+template <class V>
+struct CountedBox {
+  V value;
+  std::shared_ptr<LiveBytes> lb;
+  size_t n;
+  template <class T>
+  CountedBox(T&& x, std::shared_ptr<LiveBytes> l, size_t b) : value(std::forward<T>(x)), lb(std::move(l)), n(b) {}
+  ~CountedBox() { lb->sub(n); }
+  CountedBox(const CountedBox&) = delete;
+  CountedBox& operator=(const CountedBox&) = delete;
+};
+
+/// A shared_ptr to a new U counted against the current account (if any): its bytes are given
+/// back when the last reference goes, wherever that happens. One allocation, as make_shared.
 template <class T, class U>
 std::shared_ptr<U> counted(T&& x, size_t bytes) {
   const std::shared_ptr<LiveBytes>& lb = tl_live;
   if (!lb) return std::make_shared<U>(std::forward<T>(x));
   bytes += 64;  // the object, the control block and allocator overhead
   lb->add(bytes);
+  std::shared_ptr<CountedBox<std::remove_const_t<U>>> box;
   try {
-    return std::shared_ptr<U>(new U(std::forward<T>(x)), [lb, bytes](U* p) {
-      lb->sub(bytes);
-      delete p;
-    });
-  } catch (...) {
+    box = std::make_shared<CountedBox<std::remove_const_t<U>>>(std::forward<T>(x), lb, bytes);
+  } catch (...) {  // nothing was built: no box will give the bytes back
     lb->sub(bytes);
     throw;
   }
+  return std::shared_ptr<U>(box, &box->value);
 }
 
 }  // namespace
@@ -189,6 +211,32 @@ LiveBytesScope::LiveBytesScope(std::shared_ptr<LiveBytes> lb) : prev_(std::move(
 LiveBytesScope::~LiveBytesScope() { tl_live = std::move(prev_); }
 
 const std::shared_ptr<LiveBytes>& current_live_bytes() { return tl_live; }
+
+LiveHold::LiveHold(size_t n) {
+  if (tl_live) {
+    tl_live->add(n);
+    lb_ = tl_live;
+    n_ = n;
+  }
+}
+
+LiveHold::~LiveHold() {
+  if (lb_) lb_->sub(n_);
+}
+
+LiveHold& LiveHold::operator=(LiveHold&& o) noexcept {
+  if (this != &o) {
+    if (lb_) lb_->sub(n_);
+    lb_ = std::move(o.lb_);
+    n_ = o.n_;
+    o.n_ = 0;
+  }
+  return *this;
+}
+
+void check_string_growth(size_t n) {
+  if (tl_live) tl_live->check_string(n);
+}
 
 size_t heap_bytes(const Str& s) {
   const size_t text = s.text().capacity() > 15 ? s.text().capacity() + 1 : 0;  // beyond the small-string buffer
@@ -370,6 +418,7 @@ std::string repr(const Value& v) {
       for (size_t k = 0; k < v.a->size(); ++k) {
         if (k > 0) out += ", ";
         out += repr((*v.a)[k]);
+        check_string_growth(out.size());
       }
       if (v.is_tuple && v.a->size() == 1) out += ",";
       return out + (v.is_tuple ? ")" : "]");
@@ -382,6 +431,7 @@ std::string repr(const Value& v) {
         if (!first) out += ", ";
         first = false;
         out += repr_string(k) + ": " + repr(x);
+        check_string_growth(out.size());
       }
       return out + "}";
     }

@@ -61,17 +61,47 @@ using Array = std::vector<Value>;
 /// what is alive at once.
 class LiveBytes {
  public:
-  /// `over(live, limit)` is called (and must throw) when an addition would pass `limit` bytes.
-  LiveBytes(size_t limit, std::function<void(size_t, size_t)> over) : limit_(limit), over_(std::move(over)) {}
+  /// `over(live, limit)` is called (and must throw) when an addition would pass `limit` bytes;
+  /// `string_over(n)` when a string being built reaches `max_string` bytes (check_string_growth).
+  /// Both are called only while this account is current, i.e. during its render.
+  LiveBytes(size_t limit, size_t max_string, std::function<void(size_t, size_t)> over,
+            std::function<void(size_t)> string_over)
+      : limit_(limit), max_string_(max_string), over_(std::move(over)), string_over_(std::move(string_over)) {}
   void add(size_t n);
   void sub(size_t n) { live_ -= n; }
   size_t live() const { return live_; }
+  void check_string(size_t n) const {
+    if (n > max_string_) string_over_(n);
+  }
 
  private:
   size_t limit_;
+  size_t max_string_;
   std::function<void(size_t, size_t)> over_;
+  std::function<void(size_t)> string_over_;
   std::atomic<size_t> live_{0};  ///< a value may die on another thread than the render's
 };
+
+/// Bytes held while it lives (a loop's copy of its sequence), counted against the current
+/// account if there is one.
+class LiveHold {
+ public:
+  LiveHold() = default;
+  explicit LiveHold(size_t n);
+  ~LiveHold();
+  LiveHold(const LiveHold&) = delete;
+  LiveHold& operator=(const LiveHold&) = delete;
+  LiveHold(LiveHold&& o) noexcept : lb_(std::move(o.lb_)), n_(o.n_) { o.n_ = 0; }
+  LiveHold& operator=(LiveHold&& o) noexcept;
+
+ private:
+  std::shared_ptr<LiveBytes> lb_;
+  size_t n_ = 0;
+};
+
+/// Fails the current render (its string limit) when a string being built has reached `n` bytes;
+/// nothing outside a render. For builders that grow a string piece by piece (repr, tojson).
+void check_string_growth(size_t n);
 
 /// Makes `lb` the current account of this thread for its lifetime (renders run on one thread).
 class LiveBytesScope {
