@@ -402,6 +402,12 @@ bool authorized(const ServerOptions& opt, const httplib::Request& req) {
   return diff == 0;
 }
 
+/// The routes that read a request body (POST); their handlers check the API key themselves
+/// (check_api_key), after the body was read.
+bool is_body_route(const std::string& path) {
+  return path == "/v1/completions" || path == "/v1/chat/completions" || path == "/tokenize" || path == "/detokenize";
+}
+
 /// The API key check of a route that reads a body (the pre-routing handler let the request
 /// through unauthorized so that its body is read first): answers 401 and returns false.
 bool check_api_key(Shared& sh, const httplib::Request& req, httplib::Response& res) {
@@ -414,66 +420,94 @@ bool check_api_key(Shared& sh, const httplib::Request& req, httplib::Response& r
 
 void routes(httplib::Server& http, Shared& sh) {
   const ServerOptions& opt = *sh.opt;
-  // Runs after the headers are read and before the body is.
+  // Runs after the headers are read and before the body is. Refuses what cannot be read safely
+  // or cheaply; every refusal of a request that carried a body also closes the connection after
+  // the answer (the post-routing handler below), so no unread body is parsed as a request.
   http.set_pre_routing_handler([&sh, &opt](const httplib::Request& req, httplib::Response& res) {
-    // A request whose body cannot be read safely is answered from its headers with
-    // "Connection: close": cpp-httplib 0.11 cannot close one connection itself and would parse
-    // the unread body as the next request, but a client or proxy that honours the header does not
-    // send another request on it (RFC 9112, 9.6), so nothing parsed from that body reaches anyone.
-    auto refuse_and_close = [&](const ApiError& e) {
+    auto refuse = [&](const ApiError& e) {
       send_error(sh, res, e);
-      res.set_header("Connection", "close");
       return httplib::Server::HandlerResponse::Handled;
     };
     // cpp-httplib 0.11 checks --max-body against Content-Length only: a chunked body, or one
     // without a length (read until the client closes), would be read into memory whole. Every
     // body must say its length (OpenAI's clients, curl and nginx do).
-    const bool has_body_method = req.method == "POST" || req.method == "PUT" || req.method == "PATCH";
-    if (has_body_method && (req.has_header("Transfer-Encoding") || !req.has_header("Content-Length")))
-      return refuse_and_close(
-          ApiError(411, "invalid_request_error", "length_required",
-                   "a request body needs a Content-Length header (chunked bodies are not accepted)"));
+    if (req.has_header("Transfer-Encoding") ||
+        ((req.method == "POST" || req.method == "PUT" || req.method == "PATCH") && !req.has_header("Content-Length")))
+      return refuse(ApiError(411, "invalid_request_error", "length_required",
+                             "a request body needs a Content-Length header (chunked bodies are not accepted)"));
     // Several Content-Length fields, or one that is not a plain decimal number ("5, 5", "+5",
     // "5abc", which cpp-httplib reads as 5): a proxy in front may read another length than this
     // server, and the two would split the stream into different requests (RFC 9112, 6.3).
     // (cpp-httplib has already trimmed and percent-decoded the value: "%35" arrives as "5".)
     uint64_t body_bytes = 0;
     if (const size_t n = req.get_header_value_count("Content-Length"); n > 0) {
-      const std::string v = req.get_header_value("Content-Length");
+      std::string v = req.get_header_value("Content-Length");
       const bool digits = !v.empty() && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
       if (n > 1 || !digits)
-        return refuse_and_close(ApiError(400, "invalid_request_error", "invalid_content_length",
-                                         n > 1 ? "the request has more than one Content-Length header"
-                                               : "the Content-Length header is not a decimal number of bytes"));
-      body_bytes = v.size() > 19 ? UINT64_MAX : std::stoull(v);  // 19 digits always fit in 64 bits
+        return refuse(ApiError(400, "invalid_request_error", "invalid_content_length",
+                               n > 1 ? "the request has more than one Content-Length header"
+                                     : "the Content-Length header is not a decimal number of bytes"));
+      v.erase(0, std::min(v.find_first_not_of('0'), v.size() - 1));  // leading zeros
+      body_bytes = v.size() > 19 ? UINT64_MAX : std::stoull(v);      // 19 digits always fit in 64 bits
     }
-    // cpp-httplib would answer 413 itself, but without closing: say it here, with the header.
     if (body_bytes > opt.max_body_bytes)
-      return refuse_and_close(ApiError(413, "invalid_request_error", "payload_too_large",
-                                       fmt::format("the request body is larger than {} bytes", opt.max_body_bytes)));
-    // A missing or wrong API key: a request to a route that reads a body, with a body that can be
-    // read (a length within --max-body), is refused by the route after cpp-httplib read the body
-    // (check_api_key), so the connection stays in step and is kept alive; closing with the body
-    // unread would reset the connection and could lose the answer (a proxy would report 502).
+      return refuse(ApiError(413, "invalid_request_error", "payload_too_large",
+                             fmt::format("the request body is larger than {} bytes", opt.max_body_bytes)));
+    if (body_bytes > 0) {
+      // cpp-httplib reads the bodies of POST (and PUT, PATCH, DELETE) only; the routes here take
+      // them with POST.
+      if (req.method != "POST")
+        return refuse(ApiError(400, "invalid_request_error", "unexpected_body",
+                               fmt::format("a {} request cannot carry a body here", req.method)));
+      // cpp-httplib would inflate a compressed body past --max-body, and parse a multipart one.
+      const std::string enc = req.get_header_value("Content-Encoding");
+      if (!enc.empty() && enc != "identity")
+        return refuse(ApiError(415, "invalid_request_error", "unsupported_content_encoding",
+                               "compressed request bodies (Content-Encoding) are not accepted"));
+      if (req.get_header_value("Content-Type").rfind("multipart/", 0) == 0)
+        return refuse(ApiError(415, "invalid_request_error", "unsupported_media_type",
+                               "multipart request bodies are not accepted: send application/json"));
+    }
+    // A missing or wrong API key: a POST to a route that reads its body is refused by the route
+    // once cpp-httplib has read the body (check_api_key; closing with the body unread would reset
+    // the connection and could lose the answer); every other request here and now.
     if (req.path != "/health" && !authorized(opt, req)) {
-      const bool route_reads_body =
-          req.method == "POST" && (req.path == "/v1/completions" || req.path == "/v1/chat/completions" ||
-                                   req.path == "/tokenize" || req.path == "/detokenize");
-      if (route_reads_body) return httplib::Server::HandlerResponse::Unhandled;
-      const ApiError e(401, "authentication_error", "invalid_api_key",
-                       "missing or wrong API key (Authorization: Bearer KEY)");
-      if (body_bytes > 0) return refuse_and_close(e);
-      send_error(sh, res, e);
-      return httplib::Server::HandlerResponse::Handled;
+      if (req.method == "POST" && is_body_route(req.path)) return httplib::Server::HandlerResponse::Unhandled;
+      return refuse(ApiError(401, "authentication_error", "invalid_api_key",
+                             "missing or wrong API key (Authorization: Bearer KEY)"));
     }
     return httplib::Server::HandlerResponse::Unhandled;
   });
+  // Every answer >= 400 to a request that carried a body, whatever made it (the handlers above,
+  // a route, cpp-httplib's own 400 / 414 / 416 or a read timeout in the body), closes the
+  // connection once it is written: cpp-httplib 0.11 has no call for that, but a content provider
+  // that has written the whole answer and then reports failure ends its keep-alive loop. A body
+  // left unread is then never parsed as a request; a client still sending one may see a reset.
+  http.set_post_routing_handler([](const httplib::Request& req, httplib::Response& res) {
+    const bool had_body = req.has_header("Transfer-Encoding") ||
+                          (req.has_header("Content-Length") && req.get_header_value("Content-Length") != "0");
+    if (res.status < 400 || !had_body || res.body.empty()) return;
+    std::string type = res.get_header_value("Content-Type");
+    auto body = std::make_shared<std::string>(std::move(res.body));
+    res.body.clear();
+    res.headers.erase("Content-Type");
+    res.headers.erase("Keep-Alive");
+    res.headers.erase("Connection");
+    res.set_header("Connection", "close");
+    res.set_content_provider(body->size(), type.empty() ? "application/json" : type,
+                             [body](size_t offset, size_t length, httplib::DataSink& sink) {
+                               sink.write(body->data() + offset, length);
+                               return false;  // after the whole answer: ends the connection
+                             });
+  });
   http.set_error_handler([&sh](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;
+    if (!res.body.empty() || res.has_header("Content-Type")) return;  // an answer of ours
     const int status = res.status;
     std::string msg;
     if (status == 404)
       msg = fmt::format("no route for {} {}", req.method, req.path);
+    else if (status == 413 && req.get_header_value("Content-Type").rfind("application/x-www-form-urlencoded", 0) == 0)
+      msg = "a form-encoded body over 8 KiB is refused: send Content-Type: application/json";
     else if (status == 413)
       msg = fmt::format("the request body is larger than {} bytes", sh.opt->max_body_bytes);
     else if (status == 405)
