@@ -402,10 +402,20 @@ bool authorized(const ServerOptions& opt, const httplib::Request& req) {
   return diff == 0;
 }
 
-/// The routes that read a request body (POST); their handlers check the API key themselves
-/// (check_api_key), after the body was read.
+/// The routes that read a request body (POST), registered from this table only; their handlers
+/// check the API key themselves (check_api_key), after the body was read.
+using BodyHandler = void (*)(Shared&, const httplib::Request&, httplib::Response&);
+constexpr std::pair<const char*, BodyHandler> kBodyRoutes[] = {
+    {"/v1/completions", [](Shared& sh, const httplib::Request& req,
+                           httplib::Response& res) { completion(sh, req, res, Endpoint::Completions); }},
+    {"/v1/chat/completions", [](Shared& sh, const httplib::Request& req,
+                                httplib::Response& res) { completion(sh, req, res, Endpoint::ChatCompletions); }},
+    {"/tokenize", &tokenize},
+    {"/detokenize", &detokenize},
+};
+
 bool is_body_route(const std::string& path) {
-  return path == "/v1/completions" || path == "/v1/chat/completions" || path == "/tokenize" || path == "/detokenize";
+  return std::any_of(std::begin(kBodyRoutes), std::end(kBodyRoutes), [&](const auto& r) { return path == r.first; });
 }
 
 /// The API key check of a route that reads a body (the pre-routing handler let the request
@@ -533,18 +543,11 @@ void routes(httplib::Server& http, Shared& sh) {
     send_error(sh, res, ApiError(500, "server_error", "internal_error", what));
   });
 
-  http.Post("/v1/completions", [&sh](const httplib::Request& req, httplib::Response& res) {
-    if (check_api_key(sh, req, res)) guarded(sh, res, [&] { completion(sh, req, res, Endpoint::Completions); });
-  });
-  http.Post("/v1/chat/completions", [&sh](const httplib::Request& req, httplib::Response& res) {
-    if (check_api_key(sh, req, res)) guarded(sh, res, [&] { completion(sh, req, res, Endpoint::ChatCompletions); });
-  });
-  http.Post("/tokenize", [&sh](const httplib::Request& req, httplib::Response& res) {
-    if (check_api_key(sh, req, res)) guarded(sh, res, [&] { tokenize(sh, req, res); });
-  });
-  http.Post("/detokenize", [&sh](const httplib::Request& req, httplib::Response& res) {
-    if (check_api_key(sh, req, res)) guarded(sh, res, [&] { detokenize(sh, req, res); });
-  });
+  for (const auto& [path, handler] : kBodyRoutes) {
+    http.Post(path, [&sh, handler = handler](const httplib::Request& req, httplib::Response& res) {
+      if (check_api_key(sh, req, res)) guarded(sh, res, [&] { handler(sh, req, res); });
+    });
+  }
   http.Get("/health", [&sh](const httplib::Request&, httplib::Response& res) {
     if (!sh.ready.load()) {
       send_error(sh, res, not_ready());
