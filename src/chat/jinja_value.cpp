@@ -409,35 +409,55 @@ std::string repr_string(std::string_view s) {
 
 }  // namespace
 
-std::string repr(const Value& v) {
+namespace {
+
+/// Appends repr(v) to `out`: one buffer for the whole nesting, checked against the render's
+/// string limit after every item (a nested list built in a buffer per level held each level's
+/// partial text at once).
+void repr_into(std::string& out, const Value& v) {
   switch (v.kind) {
     case Value::Kind::String:
-      return repr_string(v.str());
-    case Value::Kind::List: {
-      std::string out = v.is_tuple ? "(" : "[";
+      out += repr_string(v.str());
+      return;
+    case Value::Kind::List:
+      out += v.is_tuple ? "(" : "[";
       for (size_t k = 0; k < v.a->size(); ++k) {
         if (k > 0) out += ", ";
-        out += repr((*v.a)[k]);
+        repr_into(out, (*v.a)[k]);
         check_string_growth(out.size());
       }
       if (v.is_tuple && v.a->size() == 1) out += ",";
-      return out + (v.is_tuple ? ")" : "]");
-    }
+      out += v.is_tuple ? ")" : "]";
+      return;
     case Value::Kind::Dict: {
-      if (v.is_namespace) return "<Namespace>";
-      std::string out = "{";
+      if (v.is_namespace) {
+        out += "<Namespace>";
+        return;
+      }
+      out += "{";
       bool first = true;
       for (const auto& [k, x] : v.o->items) {
         if (!first) out += ", ";
         first = false;
-        out += repr_string(k) + ": " + repr(x);
+        out += repr_string(k);
+        out += ": ";
+        repr_into(out, x);
         check_string_growth(out.size());
       }
-      return out + "}";
+      out += "}";
+      return;
     }
     default:
-      return to_str(v).text();
+      out += to_str(v).text();
   }
+}
+
+}  // namespace
+
+std::string repr(const Value& v) {
+  std::string out;
+  repr_into(out, v);
+  return out;
 }
 
 Str to_str(const Value& v) {

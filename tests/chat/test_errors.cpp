@@ -217,6 +217,14 @@ TEST(ChatErrors, MemoryATemplateHoldsIsBounded) {
         << build;
     EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count(), 2.0) << build;
   }
+  // Nested lists print into one buffer, so the limit holds for the whole text, not per level.
+  EXPECT_NE(render_error("{% set ns = namespace(x=none) %}{% set s = 'a' * 300000 %}{% for i in range(40) %}"
+                         "{% set ns.x = [s, ns.x] %}{% endfor %}{{ ns.x }}",
+                         short_strings)
+                .find("exceeds the limit"),
+            std::string::npos);
+  EXPECT_EQ(ChatTemplate::parse("{{ [1, ('a',), {'k': [none, 'x\\'y']}, (2, 3)] }}", "t").render(kUser).text,
+            "[1, ('a',), {'k': [None, \"x'y\"]}, (2, 3)]");
   EXPECT_NE(render_error("{{ ('a' * 1000) | replace('a', 'b' * 1000000) | length }}", short_strings)
                 .find("exceeds the limit"),
             std::string::npos);
