@@ -39,6 +39,10 @@ const std::string* str_arg(Evaluator& ev, const CallArgs& a, size_t i, const cha
   const Value* v = a.get(i, name);
   if (v == nullptr || v->is_none()) return nullptr;
   if (!v->is_string()) ev.fail(fmt::format("argument '{}' must be a string, not {}", name, type_name(*v)));
+  // An attribute path is walked (and copied) once per item of the sequence: keep it short.
+  constexpr size_t kMaxAttributePath = 1024;
+  if (std::string_view(name) == "attribute" && v->str().size() > kMaxAttributePath)
+    ev.fail(fmt::format("an attribute path of {} bytes (at most {})", v->str().size(), kMaxAttributePath));
   return &v->str();
 }
 
@@ -74,12 +78,12 @@ Value attr_path(const Value& obj, const std::string& path) {
     const std::string part = path.substr(from, dot == std::string::npos ? std::string::npos : dot - from);
     if (cur.is_object()) {
       const Value* v = cur.o->find(part);
-      cur = v ? *v : Value::undefined(fmt::format("no attribute '{}'", part));
+      cur = v ? *v : Value::undefined(fmt::format("no attribute '{}'", brief(part)));
     } else if (cur.is_array() && !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit)) {
       const size_t i = std::strtoull(part.c_str(), nullptr, 10);
       cur = i < cur.a->size() ? (*cur.a)[i] : Value::undefined("index out of range");
     } else {
-      return Value::undefined(fmt::format("no attribute '{}'", part));
+      return Value::undefined(fmt::format("no attribute '{}'", brief(part)));
     }
     if (dot == std::string::npos) return cur;
     from = dot + 1;

@@ -369,16 +369,16 @@ Value Evaluator::eval_attr(const Value& obj, const std::string& name) {
   if (obj.is_undefined()) fail(undefined_message(obj));
   if (obj.is_object()) {
     if (const Value* v = obj.o->find(name)) return *v;
-    return Value::undefined(fmt::format("'{} object' has no attribute '{}'", type_name(obj), name));
+    return Value::undefined(fmt::format("'{} object' has no attribute '{}'", type_name(obj), brief(name)));
   }
-  return Value::undefined(fmt::format("'{} object' has no attribute '{}'", type_name(obj), name));
+  return Value::undefined(fmt::format("'{} object' has no attribute '{}'", type_name(obj), brief(name)));
 }
 
 Value Evaluator::eval_item(const Value& obj, const Value& key) {
   if (obj.is_undefined()) fail(undefined_message(obj));
   if (obj.is_object() && key.is_string()) {
     if (const Value* v = obj.o->find(key.str())) return *v;
-    return Value::undefined(fmt::format("'{} object' has no attribute '{}'", type_name(obj), key.str()));
+    return Value::undefined(fmt::format("'{} object' has no attribute '{}'", type_name(obj), brief(key.str())));
   }
   if ((obj.is_array() || obj.is_string()) && is_intlike(key)) {
     int64_t idx = to_int(key);
@@ -397,7 +397,11 @@ Value Evaluator::eval_item(const Value& obj, const Value& key) {
     return Value::string(obj.s->substr(cp[u], cp[u + 1] - cp[u]));
   }
   if (key.is_string()) return eval_attr(obj, key.str());
-  return Value::undefined(fmt::format("'{} object' has no item {}", type_name(obj), repr(key)));
+  // Only a scalar key is quoted: the repr of a large list would cost its size on every lookup.
+  const bool scalar = !key.is_array() && !key.is_object();
+  return Value::undefined(
+      fmt::format("'{} object' has no item {}", type_name(obj),
+                  scalar ? std::string(brief(repr(key))) : std::string("of type ") + type_name(key)));
 }
 
 Value Evaluator::eval_slice(const Expr& e) {

@@ -234,6 +234,14 @@ LiveHold& LiveHold::operator=(LiveHold&& o) noexcept {
   return *this;
 }
 
+std::string_view brief(std::string_view s) {
+  constexpr size_t kMax = 120;
+  if (s.size() <= kMax) return s;
+  size_t cut = kMax;
+  for (int back = 0; back < 3 && cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80; ++back) --cut;
+  return s.substr(0, cut);
+}
+
 void check_string_growth(size_t n) {
   if (tl_live) tl_live->check_string(n);
 }

@@ -118,6 +118,9 @@ class LiveBytesScope {
 /// The current account of this thread (null outside a render).
 const std::shared_ptr<LiveBytes>& current_live_bytes();
 
+/// At most 120 bytes of `s`, cut at a UTF-8 character boundary: a value quoted in a message.
+std::string_view brief(std::string_view s);
+
 /// Heap bytes of a Str / Array (their buffers, not the values an Array's items point to).
 size_t heap_bytes(const Str& s);
 size_t heap_bytes(const Array& a);
