@@ -402,6 +402,21 @@ bool authorized(const ServerOptions& opt, const httplib::Request& req) {
   return diff == 0;
 }
 
+/// Marks a response whose request reached the pre-routing checks (removed before it is sent).
+constexpr const char* kCheckedHeader = "X-Snapkv-Checked";
+
+/// The request's one Content-Length as a number of bytes (0 without one; leading zeros and more
+/// than 19 digits allowed, the latter read as UINT64_MAX); false if it is not a decimal number.
+bool content_length(const httplib::Request& req, uint64_t& bytes) {
+  bytes = 0;
+  if (!req.has_header("Content-Length")) return true;
+  std::string v = req.get_header_value("Content-Length");
+  if (v.empty() || !std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; })) return false;
+  v.erase(0, std::min(v.find_first_not_of('0'), v.size() - 1));  // leading zeros
+  bytes = v.size() > 19 ? UINT64_MAX : std::stoull(v);           // 19 digits always fit in 64 bits
+  return true;
+}
+
 /// The routes that read a request body (POST), registered from this table only; their handlers
 /// check the API key themselves (check_api_key), after the body was read.
 using BodyHandler = void (*)(Shared&, const httplib::Request&, httplib::Response&);
@@ -434,6 +449,7 @@ void routes(httplib::Server& http, Shared& sh) {
   // or cheaply; every refusal of a request that carried a body also closes the connection after
   // the answer (the post-routing handler below), so no unread body is parsed as a request.
   http.set_pre_routing_handler([&sh, &opt](const httplib::Request& req, httplib::Response& res) {
+    res.set_header(kCheckedHeader, "1");  // reached these checks (taken off again in post-routing)
     auto refuse = [&](const ApiError& e) {
       send_error(sh, res, e);
       return httplib::Server::HandlerResponse::Handled;
@@ -450,16 +466,10 @@ void routes(httplib::Server& http, Shared& sh) {
     // server, and the two would split the stream into different requests (RFC 9112, 6.3).
     // (cpp-httplib has already trimmed and percent-decoded the value: "%35" arrives as "5".)
     uint64_t body_bytes = 0;
-    if (const size_t n = req.get_header_value_count("Content-Length"); n > 0) {
-      std::string v = req.get_header_value("Content-Length");
-      const bool digits = !v.empty() && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
-      if (n > 1 || !digits)
-        return refuse(ApiError(400, "invalid_request_error", "invalid_content_length",
-                               n > 1 ? "the request has more than one Content-Length header"
-                                     : "the Content-Length header is not a decimal number of bytes"));
-      v.erase(0, std::min(v.find_first_not_of('0'), v.size() - 1));  // leading zeros
-      body_bytes = v.size() > 19 ? UINT64_MAX : std::stoull(v);      // 19 digits always fit in 64 bits
-    }
+    if (const size_t n = req.get_header_value_count("Content-Length"); n > 1 || !content_length(req, body_bytes))
+      return refuse(ApiError(400, "invalid_request_error", "invalid_content_length",
+                             n > 1 ? "the request has more than one Content-Length header"
+                                   : "the Content-Length header is not a decimal number of bytes"));
     if (body_bytes > opt.max_body_bytes)
       return refuse(ApiError(413, "invalid_request_error", "payload_too_large",
                              fmt::format("the request body is larger than {} bytes", opt.max_body_bytes)));
@@ -488,29 +498,45 @@ void routes(httplib::Server& http, Shared& sh) {
     }
     return httplib::Server::HandlerResponse::Unhandled;
   });
-  // Every answer >= 400 to a request that carried a body, whatever made it (the handlers above,
-  // a route, cpp-httplib's own 400 / 414 / 416 or a read timeout in the body), closes the
-  // connection once it is written: cpp-httplib 0.11 has no call for that, but a content provider
-  // that has written the whole answer and then reports failure ends its keep-alive loop. A body
-  // left unread is then never parsed as a request; a client still sending one may see a reset.
+  // An answer >= 400 closes the connection once it is written when a body may be left unread on
+  // it: the request never reached the checks above (cpp-httplib's own 400 / 414 answers, made
+  // before its headers were all read), or it carried a body that was not read whole (refused
+  // here, a read timeout in the body, chunked, two lengths). cpp-httplib 0.11 has no call for
+  // that, but a content provider that has written the whole answer and then reports failure ends
+  // its keep-alive loop. A body left unread is then never parsed as a request of its own; a
+  // client still sending one may see a reset. Answers after a body was read whole (a wrong key
+  // on a body route, bad JSON, 429) keep the connection.
   http.set_post_routing_handler([](const httplib::Request& req, httplib::Response& res) {
-    const bool had_body = req.has_header("Transfer-Encoding") ||
-                          (req.has_header("Content-Length") && req.get_header_value("Content-Length") != "0");
-    if (res.status < 400 || !had_body || res.body.empty()) return;
-    std::string type = res.get_header_value("Content-Type");
+    const bool checked = res.has_header(kCheckedHeader);
+    res.headers.erase(kCheckedHeader);
+    if (res.status < 400) return;
+    uint64_t declared = 0;
+    const bool framed = req.get_header_value_count("Content-Length") <= 1 && !req.has_header("Transfer-Encoding") &&
+                        content_length(req, declared);
+    if (checked && framed && req.body.size() >= declared) return;
+    auto& r = const_cast<httplib::Request&>(req);  // a local of cpp-httplib's process_request
+    if (r.method == "HEAD") r.method = "GET";      // HEAD answers skip the provider that closes
+    const std::string type = res.get_header_value("Content-Type");
     auto body = std::make_shared<std::string>(std::move(res.body));
     res.body.clear();
     res.headers.erase("Content-Type");
     res.headers.erase("Keep-Alive");
     res.headers.erase("Connection");
     res.set_header("Connection", "close");
-    res.set_content_provider(body->size(), type.empty() ? "application/json" : type,
-                             [body](size_t offset, size_t length, httplib::DataSink& sink) {
-                               sink.write(body->data() + offset, length);
-                               return false;  // after the whole answer: ends the connection
-                             });
+    const std::string ct = type.empty() ? "application/json" : type;
+    if (body->empty()) {
+      res.set_content_provider(ct, [](size_t, httplib::DataSink&) { return false; });
+    } else {
+      res.set_content_provider(body->size(), ct, [body](size_t offset, size_t length, httplib::DataSink& sink) {
+        if (offset < body->size()) sink.write(body->data() + offset, std::min(length, body->size() - offset));
+        return false;  // after the whole answer: ends the connection
+      });
+    }
   });
   http.set_error_handler([&sh](const httplib::Request& req, httplib::Response& res) {
+    // An error answer is never cut to a Range the request asked for (cpp-httplib would slice it
+    // here and again in a content provider). req is a local of cpp-httplib's process_request.
+    const_cast<httplib::Request&>(req).ranges.clear();
     if (!res.body.empty() || res.has_header("Content-Type")) return;  // an answer of ours
     const int status = res.status;
     std::string msg;
