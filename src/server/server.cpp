@@ -450,10 +450,18 @@ void routes(httplib::Server& http, Shared& sh) {
   // the answer (the post-routing handler below), so no unread body is parsed as a request.
   http.set_pre_routing_handler([&sh, &opt](const httplib::Request& req, httplib::Response& res) {
     res.set_header(kCheckedHeader, "1");  // reached these checks (taken off again in post-routing)
+    // Answers are never cut to a requested Range (a streamed one would come back as 206, and many
+    // ranges copy the answer once each). req is a local of cpp-httplib's process_request.
+    const_cast<httplib::Request&>(req).ranges.clear();
     auto refuse = [&](const ApiError& e) {
       send_error(sh, res, e);
       return httplib::Server::HandlerResponse::Handled;
     };
+    // The routes serve GET, HEAD and POST. cpp-httplib would read a body for PUT, PATCH, DELETE
+    // and PRI, without a length until the client closes.
+    if (req.method != "GET" && req.method != "HEAD" && req.method != "POST" && req.method != "OPTIONS")
+      return refuse(ApiError(405, "invalid_request_error", "method_not_allowed",
+                             fmt::format("method {} is not served here", req.method)));
     // cpp-httplib 0.11 checks --max-body against Content-Length only: a chunked body, or one
     // without a length (read until the client closes), would be read into memory whole. Every
     // body must say its length (OpenAI's clients, curl and nginx do).
@@ -513,9 +521,12 @@ void routes(httplib::Server& http, Shared& sh) {
     uint64_t declared = 0;
     const bool framed = req.get_header_value_count("Content-Length") <= 1 && !req.has_header("Transfer-Encoding") &&
                         content_length(req, declared);
-    if (checked && framed && req.body.size() >= declared) return;
+    // A method the routes do not serve (PRI) may send a body without a length: close after it too.
+    const bool served = req.method == "GET" || req.method == "HEAD" || req.method == "POST" || req.method == "OPTIONS";
+    if (checked && framed && served && req.body.size() >= declared) return;
     auto& r = const_cast<httplib::Request&>(req);  // a local of cpp-httplib's process_request
-    if (r.method == "HEAD") r.method = "GET";      // HEAD answers skip the provider that closes
+    const bool head = r.method == "HEAD";
+    if (head) r.method = "GET";  // HEAD answers skip the provider that closes; it writes no body
     const std::string type = res.get_header_value("Content-Type");
     auto body = std::make_shared<std::string>(std::move(res.body));
     res.body.clear();
@@ -524,7 +535,7 @@ void routes(httplib::Server& http, Shared& sh) {
     res.headers.erase("Connection");
     res.set_header("Connection", "close");
     const std::string ct = type.empty() ? "application/json" : type;
-    if (body->empty()) {
+    if (body->empty() || head) {
       res.set_content_provider(ct, [](size_t, httplib::DataSink&) { return false; });
     } else {
       res.set_content_provider(body->size(), ct, [body](size_t offset, size_t length, httplib::DataSink& sink) {

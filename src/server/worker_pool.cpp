@@ -63,7 +63,16 @@ void WorkerPool::work() {
       fn = std::move(jobs_.front());
       jobs_.pop_front();
     }
-    fn();
+    // A connection's work (cpp-httplib's request loop) catches what route handlers throw but not
+    // what its error and post-routing handlers throw (e.g. bad_alloc): that connection is dropped,
+    // the server goes on.
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      spdlog::error("a connection ended on an exception: {}", e.what());
+    } catch (...) {
+      spdlog::error("a connection ended on an exception");
+    }
   }
 }
 

@@ -782,7 +782,7 @@ def case_hostile(binary):
             # Routes, methods, authentication.
             for method, path, headers, want in [
                     ("GET", "/nope", auth, 404), ("POST", "/v2/completions", auth, 404), ("GET", "/v1/completions", auth, 404),
-                    ("DELETE", "/v1/models", auth, 404), ("POST", "/v1/completions/x", auth, 404),
+                    ("DELETE", "/v1/models", auth, 405), ("POST", "/v1/completions/x", auth, 404),
                     ("GET", "/../../etc/passwd", auth, 404), ("GET", "/v1/models/../../x", auth, 404),
                     ("POST", "/v1/completions", {}, 401), ("POST", "/v1/completions", {"Authorization": "Bearer wrong"}, 401),
                     ("POST", "/v1/completions", {"Authorization": "k"}, 401),
@@ -895,7 +895,12 @@ def case_hostile(binary):
                 ("two lengths, the first 0", post + b"Content-Length: 0\r\n" + length + b"\r\n" + smuggled, 400,
                  "invalid_content_length"),
                 ("a method cpp-httplib refuses itself", b"PROPFIND /health HTTP/1.1\r\nHost: x\r\n" + length
-                 + b"\r\n" + smuggled, 400, "http_error")]:
+                 + b"\r\n" + smuggled, 400, "http_error"),
+                # cpp-httplib would read a PRI body without a length until the client closes.
+                ("a PRI without a length", b"PRI /health HTTP/1.1\r\nHost: x\r\n\r\n" + smuggled, 405,
+                 "method_not_allowed"),
+                ("a PUT", b"PUT /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k\r\n" + length + b"\r\n"
+                 + smuggled, 405, "method_not_allowed")]:
             sock = socket.create_connection(("127.0.0.1", port), timeout=5)
             t1 = time.time()
             got, closed = b"", False
@@ -920,8 +925,20 @@ def case_hostile(binary):
             check(answers == [str(want).encode()], f"{what}: answers {answers} {got[:300]!r}")
             check(closed and time.time() - t1 < 4, f"{what}: the connection was not closed after the answer")
             check(re.search(rb"^Connection: close\r$", head, re.M | re.I) is not None, f"{what}: no Connection: close")
-            check_error_shape(body_bytes, want, code, what)
+            if data.startswith(b"HEAD "):
+                check(body_bytes == b"", f"{what}: the answer to a HEAD has a body: {body_bytes[:100]!r}")
+            else:
+                check_error_shape(body_bytes, want, code, what)
             n += 1
+        # A Range is ignored: the whole answer, 200.
+        sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        try:
+            sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nRange: bytes=0-1,0-,0-\r\n\r\n")
+            status, resp = read_answer(sock, ends=(ConnectionResetError, socket.timeout))
+        finally:
+            sock.close()
+        check(status == 200 and json.loads(resp).get("status") == "ok", f"a GET with a Range: {status} {resp[:200]!r}")
+        n += 1
         # A request whose body was read whole keeps its connection, answered well or not (a wrong
         # key on a body route, bad JSON): the next request on it is answered as itself.
         for first, want in [(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n", 200),
