@@ -86,14 +86,16 @@ void Evaluator::emit(Str& out, const Str& s) {
 }
 
 Str Evaluator::render(const Program& prog, const Object& globals) {
-  live_ = std::make_shared<LiveBytes>(
+  // Values made during the render hold this account (and give their bytes back) for as long as
+  // they live; the scope makes it the thread's current one while the render runs.
+  const auto account = std::make_shared<LiveBytes>(
       limits_.max_live_bytes, limits_.max_output_bytes,
       [this](size_t live, size_t limit) {
         fail(fmt::format("the template holds more than {} bytes of strings, lists and dicts at once (limit; {} asked)",
                          limit, live));
       },
       [this](size_t n) { check_bytes(n); });
-  const LiveBytesScope counting(live_);
+  const LiveBytesScope counting(account);
   scope_ = std::make_shared<Scope>();
   for (const auto& [k, v] : globals.items) scope_->vars[k] = v;
   auto top = std::make_shared<Scope>();

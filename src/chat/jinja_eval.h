@@ -88,7 +88,6 @@ class Evaluator {
   size_t work_ = 0;
   std::vector<std::shared_ptr<Object>> namespaces_;
   int call_depth_ = 0;
-  std::shared_ptr<LiveBytes> live_;  ///< the values this render made (counted while it runs)
 };
 
 // ---- built-ins (jinja_builtins.cpp) ----

@@ -123,15 +123,8 @@ const std::string* CallArgs::unread_keyword() const {
 
 Value Value::undefined(std::string name) {
   Value v;
-  // Every copy of the value copies its name, which may quote a key of any length: keep the
-  // message short (cut at a UTF-8 character boundary).
-  constexpr size_t kMaxName = 200;
-  if (name.size() > kMaxName) {
-    size_t cut = kMaxName;
-    while (cut > 0 && (static_cast<unsigned char>(name[cut]) & 0xC0) == 0x80) --cut;
-    name.resize(cut);
-    name += "...";
-  }
+  // Every copy of the value copies its name: keep it short whatever a caller quoted in it.
+  if (const std::string_view b = brief(name, 200); b.size() < name.size()) name = std::string(b) + "...";
   v.undefined_name = std::move(name);
   return v;
 }
@@ -210,8 +203,6 @@ void LiveBytes::add(size_t n) {
 LiveBytesScope::LiveBytesScope(std::shared_ptr<LiveBytes> lb) : prev_(std::move(tl_live)) { tl_live = std::move(lb); }
 LiveBytesScope::~LiveBytesScope() { tl_live = std::move(prev_); }
 
-const std::shared_ptr<LiveBytes>& current_live_bytes() { return tl_live; }
-
 LiveHold::LiveHold(size_t n) {
   if (tl_live) {
     tl_live->add(n);
@@ -234,10 +225,9 @@ LiveHold& LiveHold::operator=(LiveHold&& o) noexcept {
   return *this;
 }
 
-std::string_view brief(std::string_view s) {
-  constexpr size_t kMax = 120;
-  if (s.size() <= kMax) return s;
-  size_t cut = kMax;
+std::string_view brief(std::string_view s, size_t max) {
+  if (s.size() <= max) return s;
+  size_t cut = max;
   for (int back = 0; back < 3 && cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80; ++back) --cut;
   return s.substr(0, cut);
 }

@@ -115,11 +115,8 @@ class LiveBytesScope {
   std::shared_ptr<LiveBytes> prev_;
 };
 
-/// The current account of this thread (null outside a render).
-const std::shared_ptr<LiveBytes>& current_live_bytes();
-
-/// At most 120 bytes of `s`, cut at a UTF-8 character boundary: a value quoted in a message.
-std::string_view brief(std::string_view s);
+/// At most `max` bytes of `s`, cut at a UTF-8 character boundary: a value quoted in a message.
+std::string_view brief(std::string_view s, size_t max = 120);
 
 /// Heap bytes of a Str / Array (their buffers, not the values an Array's items point to).
 size_t heap_bytes(const Str& s);
