@@ -402,6 +402,17 @@ bool authorized(const ServerOptions& opt, const httplib::Request& req) {
   return diff == 0;
 }
 
+/// The methods the routes serve; any other is refused from its headers (cpp-httplib would read a
+/// body for PUT, PATCH, DELETE and PRI, the last without a length until the client closes).
+bool served_method(const httplib::Request& req) {
+  return req.method == "GET" || req.method == "HEAD" || req.method == "POST" || req.method == "OPTIONS";
+}
+
+ApiError invalid_api_key() {
+  return ApiError(401, "authentication_error", "invalid_api_key",
+                  "missing or wrong API key (Authorization: Bearer KEY)");
+}
+
 /// Marks a response whose request reached the pre-routing checks (removed before it is sent).
 constexpr const char* kCheckedHeader = "X-Snapkv-Checked";
 
@@ -437,9 +448,7 @@ bool is_body_route(const std::string& path) {
 /// through unauthorized so that its body is read first): answers 401 and returns false.
 bool check_api_key(Shared& sh, const httplib::Request& req, httplib::Response& res) {
   if (authorized(*sh.opt, req)) return true;
-  send_error(
-      sh, res,
-      ApiError(401, "authentication_error", "invalid_api_key", "missing or wrong API key (Authorization: Bearer KEY)"));
+  send_error(sh, res, invalid_api_key());
   return false;
 }
 
@@ -457,16 +466,13 @@ void routes(httplib::Server& http, Shared& sh) {
       send_error(sh, res, e);
       return httplib::Server::HandlerResponse::Handled;
     };
-    // The routes serve GET, HEAD and POST. cpp-httplib would read a body for PUT, PATCH, DELETE
-    // and PRI, without a length until the client closes.
-    if (req.method != "GET" && req.method != "HEAD" && req.method != "POST" && req.method != "OPTIONS")
+    if (!served_method(req))
       return refuse(ApiError(405, "invalid_request_error", "method_not_allowed",
                              fmt::format("method {} is not served here", req.method)));
     // cpp-httplib 0.11 checks --max-body against Content-Length only: a chunked body, or one
     // without a length (read until the client closes), would be read into memory whole. Every
     // body must say its length (OpenAI's clients, curl and nginx do).
-    if (req.has_header("Transfer-Encoding") ||
-        ((req.method == "POST" || req.method == "PUT" || req.method == "PATCH") && !req.has_header("Content-Length")))
+    if (req.has_header("Transfer-Encoding") || (req.method == "POST" && !req.has_header("Content-Length")))
       return refuse(ApiError(411, "invalid_request_error", "length_required",
                              "a request body needs a Content-Length header (chunked bodies are not accepted)"));
     // Several Content-Length fields, or one that is not a plain decimal number ("5, 5", "+5",
@@ -482,8 +488,7 @@ void routes(httplib::Server& http, Shared& sh) {
       return refuse(ApiError(413, "invalid_request_error", "payload_too_large",
                              fmt::format("the request body is larger than {} bytes", opt.max_body_bytes)));
     if (body_bytes > 0) {
-      // cpp-httplib reads the bodies of POST (and PUT, PATCH, DELETE) only; the routes here take
-      // them with POST.
+      // The routes take bodies with POST only.
       if (req.method != "POST")
         return refuse(ApiError(400, "invalid_request_error", "unexpected_body",
                                fmt::format("a {} request cannot carry a body here", req.method)));
@@ -501,8 +506,7 @@ void routes(httplib::Server& http, Shared& sh) {
     // the connection and could lose the answer); every other request here and now.
     if (req.path != "/health" && !authorized(opt, req)) {
       if (req.method == "POST" && is_body_route(req.path)) return httplib::Server::HandlerResponse::Unhandled;
-      return refuse(ApiError(401, "authentication_error", "invalid_api_key",
-                             "missing or wrong API key (Authorization: Bearer KEY)"));
+      return refuse(invalid_api_key());
     }
     return httplib::Server::HandlerResponse::Unhandled;
   });
@@ -522,8 +526,7 @@ void routes(httplib::Server& http, Shared& sh) {
     const bool framed = req.get_header_value_count("Content-Length") <= 1 && !req.has_header("Transfer-Encoding") &&
                         content_length(req, declared);
     // A method the routes do not serve (PRI) may send a body without a length: close after it too.
-    const bool served = req.method == "GET" || req.method == "HEAD" || req.method == "POST" || req.method == "OPTIONS";
-    if (checked && framed && served && req.body.size() >= declared) return;
+    if (checked && framed && served_method(req) && req.body.size() >= declared) return;
     auto& r = const_cast<httplib::Request&>(req);  // a local of cpp-httplib's process_request
     const bool head = r.method == "HEAD";
     if (head) r.method = "GET";  // HEAD answers skip the provider that closes; it writes no body

@@ -64,8 +64,9 @@ void WorkerPool::work() {
       jobs_.pop_front();
     }
     // A connection's work (cpp-httplib's request loop) catches what route handlers throw but not
-    // what its error and post-routing handlers throw (e.g. bad_alloc): that connection is dropped,
-    // the server goes on.
+    // what its error and post-routing handlers throw (e.g. bad_alloc): the server goes on, but
+    // that connection's socket stays open (cpp-httplib closes it after the loop the exception
+    // left), a leak kept over ending the process.
     try {
       fn();
     } catch (const std::exception& e) {
