@@ -17,7 +17,9 @@
 // does not (split-K
 // never holds the normalized probabilities); accumulation is in f32. A Q8_0 or Q4_0 cache is
 // dequantized block by block into f32 and then computed as an F32 cache holding the dequantized values (bit for
-// bit: tests/attention/test_quantized_attention.cpp). Results do not
+// bit: tests/attention/test_quantized_attention.cpp), except decode over Q8_0 keys with AVX512-VNNI,
+// which rounds the query to int16 first (attention/decode_q8_keys.h: the F32 cache's result for
+// that query, to f32 rounding). Results do not
 // depend on the thread count, and prefill results do not depend on how a prompt is split into
 // chunks of two or more tokens. A workspace made with PrefillAttention::BF16 runs prefill with
 // bfloat16 dot products instead (attention/prefill_bf16.h; head_dim % 32 == 0; any cache type).

@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "attention/decode_q8_keys.h"
 #include "attention/decode_simd.h"
 #include "attention/positions.h"
 #include "attention/prefill.h"
@@ -79,9 +80,10 @@ void check_shape(const AttentionParams& s) {
 /// `split`. q: the row's queries [n_head][hd]; part: the row's partials [n_head][kMaxSplits][hd + 2].
 /// Every head's slot ends as (a_s [hd], m_s, l_s); m_s = -inf and l_s = 0 when no key was seen.
 /// A Q8_0 / Q4_0 cache runs with T = float on the values dequantize_kv_rows() gives: with AVX2 or
-/// AVX-512 the tiles dequantize in registers (attn::Q8Rows, attn::Q4Rows); otherwise each key block's K and V rows
-/// are dequantized into `tile` ([2][kKeyBlock][hd] floats; null unless uses_tile(hc.k_type())).
-/// Keys and values may be of two quantized types (kv_types_combine); otherwise one type.
+/// AVX-512 the tiles dequantize in registers (attn::Q8Rows, attn::Q4Rows; with AVX512-VNNI, Q8_0
+/// keys are scored against the query rounded to int16 instead: decode_q8_keys.h); otherwise each key block's K and V
+/// rows are dequantized into `tile` ([2][kKeyBlock][hd] floats; null unless uses_tile(hc.k_type())). Keys and values
+/// may be of two quantized types (kv_types_combine); otherwise one type.
 template <typename T>
 void run_split(const AttentionParams& p, const float* q, const KVHeadCache& hc, int g, int64_t j0, int64_t j1,
                int split, bool exact, float* part, float* tile) {
@@ -129,9 +131,11 @@ void run_split(const AttentionParams& p, const float* q, const KVHeadCache& hc, 
   };
   // The block's head tiles: scores(nh, first) fills S, the softmax update, then pv(nh, first) adds
   // e^(s - m') V; `first`: the block's first head tile (the one that asks for the rows ahead).
+  int tile_h0 = 0;  // first head of the tile being scored
   auto block = [&](int nk, auto&& scores, auto&& pv) {
     for (int h0 = 0; h0 < G; h0 += attn::kHeadTile) {
       const int nh = std::min(attn::kHeadTile, G - h0);
+      tile_h0 = h0;
       for (int t = 0; t < nh; ++t) {
         qh[t] = q + static_cast<size_t>(g * G + h0 + t) * hd;
         acc[t] = slot_of(h0 + t);
@@ -141,6 +145,16 @@ void run_split(const AttentionParams& p, const float* q, const KVHeadCache& hc, 
       pv(nh, h0 == 0);
     }
   };
+#if defined(SNAPKV_DECODE_Q8_KEYS_I16)
+  // The queries of a head tile rounded to int16 for Q8_0 keys, set at the tile's first block: one
+  // slot per tile for the first two (G <= 8), the slot of the second set again whenever a later
+  // tile takes it. q16_rows: the rows query_i16_set took (bit t: head tile_h0 + t).
+  static_assert(attn::kHeadTile <= attn::kQueryI16Heads);
+  attn::QueryI16 q16[2];
+  int q16_h0[2] = {-1, -1};
+  unsigned q16_rows[2] = {0, 0};
+  const bool q16_on = attn::decode_q8_keys_i16();
+#endif
   const bool prefetch = decode_prefetch();
   for (int64_t kb = j0; kb < j1; kb += kKeyBlock) {
     const int nk = static_cast<int>(std::min<int64_t>(kKeyBlock, j1 - kb));
@@ -171,6 +185,32 @@ void run_split(const AttentionParams& p, const float* q, const KVHeadCache& hc, 
         block(
             nk,
             [&](int nh, bool first) {
+#if defined(SNAPKV_DECODE_Q8_KEYS_I16)
+              // Q8_0 keys: int16 queries and integer dot products (decode_q8_keys.h); a query row
+              // with NaN, inf or a magnitude above 3e38 is scored by the f32 tiles on its own.
+              if constexpr (std::is_same_v<std::decay_t<decltype(Kr)>, attn::Q8Rows>) {
+                if (q16_on) {
+                  const int qs = std::min(tile_h0 / attn::kHeadTile, 1);
+                  if (q16_h0[qs] != tile_h0) {
+                    q16_rows[qs] = attn::query_i16_set(qh, nh, hd, q16[qs]);
+                    q16_h0[qs] = tile_h0;
+                  }
+                  const unsigned rows = q16_rows[qs];
+                  if (rows == (1u << nh) - 1)
+                    return attn::scores_rows_q8_i16(q16[qs], 0, nh, Kq, k_rb, nk, hd, p.scale, S, kKeyBlock,
+                                                    first ? pf : nullptr);
+                  for (int t = 0; t < nh; ++t) {
+                    const attn::KVPrefetch* pt = first && t == 0 ? pf : nullptr;
+                    if ((rows >> t) & 1u)
+                      attn::scores_rows_q8_i16(q16[qs], t, 1, Kq, k_rb, nk, hd, p.scale, S + t * kKeyBlock, kKeyBlock,
+                                               pt);
+                    else
+                      attn::scores_rows(qh + t, 1, Kr, nk, hd, p.scale, S + t * kKeyBlock, kKeyBlock, pt);
+                  }
+                  return;
+                }
+              }
+#endif
               attn::scores_rows(qh, nh, Kr, nk, hd, p.scale, S, kKeyBlock, first ? pf : nullptr);
             },
             [&](int nh, bool first) { attn::pv_rows(S, kKeyBlock, nh, Vr, nk, hd, acc, first ? pf : nullptr); });

@@ -130,6 +130,7 @@ struct EvalOptions {
   std::string chat = "auto";
   std::string answer_prefix = "on";  ///< --answer-prefix on|off
   int gen_tokens = 0;
+  int fidelity_chunk = 64;
   std::string kv_type = "f16";
   std::string kv_type_v;               ///< --kv-type-v ("": kv_type)
   std::string reference_kv_type;       ///< --reference-kv-type: fidelity's full-cache reference ("": kv_type)

@@ -85,6 +85,7 @@ int eval_command(const EvalOptions& o) {
   cfg.chat = eval::parse_chat_mode(o.chat);
   cfg.answer_prefix = o.answer_prefix == "on";
   cfg.gen_tokens = o.gen_tokens;
+  cfg.fidelity_chunk = o.fidelity_chunk;
   cfg.kv_type = parse_kv_type(o.kv_type);
   cfg.kv_type_v = parse_kv_type_v(o.kv_type_v, cfg.kv_type);
   if (!o.reference_kv_type.empty()) cfg.reference_kv_type = parse_kv_type(o.reference_kv_type, "--reference-kv-type");

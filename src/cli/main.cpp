@@ -321,6 +321,11 @@ void add_eval_options(CLI::App& ev, snapkv::cli::EvalOptions& o) {
   ev.add_option("--gen-tokens", o.gen_tokens, "tokens to generate per answer (0: each task's, RULER's)")
       ->capture_default_str()
       ->check(int_in(0, 1 << 20));
+  ev.add_option("--fidelity-chunk", o.fidelity_chunk,
+                "fidelity: continuation tokens per teacher-forced step (1: each token through the decode attention "
+                "kernel, as generation runs it; larger: the prefill kernel)")
+      ->capture_default_str()
+      ->check(int_in(1, 4096));
   add_kv_type_option(ev, o.kv_type, o.kv_type_v);
   ev.add_option("--reference-kv-type", o.reference_kv_type,
                 "fidelity: compare against a full cache of this type, keys and values (default: --kv-type / "

@@ -13,6 +13,7 @@
 #include <set>
 #include <utility>
 
+#include "attention/decode_q8_keys.h"
 #include "core/sha256.h"
 #include "eval/haystack.h"
 #include "eval/report.h"
@@ -153,6 +154,14 @@ struct Unit {
   double weight = 0;  // for the ETA: prompt length x protocols
 };
 
+// Decode's K.Q arithmetic over Q8_0 keys when the run has such keys (its cache's or the fidelity
+// reference's): int16 query and integer dot products, or f32; "none" without Q8_0 keys. Resuming
+// on a CPU (or with SNAPKV_DECODE_Q8_KEYS_I16) that gives the other would mix two arithmetics.
+std::string decode_q8_keys_name(KVType kv_type, std::optional<KVType> reference, bool int16) {
+  if (kv_type != KVType::Q8_0 && reference != KVType::Q8_0) return "none";
+  return int16 ? "int16-avx512vnni" : "f32";
+}
+
 nlohmann::ordered_json config_json(const EvalConfig& cfg, const Engine& e, const std::string& sha,
                                    const std::vector<PressRun>& presses, const PromptFormat& fmt) {
   using J = nlohmann::ordered_json;
@@ -180,12 +189,14 @@ nlohmann::ordered_json config_json(const EvalConfig& cfg, const Engine& e, const
   j["chat"] = chat_mode_name(cfg.chat);
   j["prompt_format"] = fmt.name();
   j["gen_tokens"] = cfg.gen_tokens;
+  j["fidelity_chunk"] = cfg.fidelity_chunk;
   j["kv_type"] = kv_type_name(cfg.kv_type);
   j["kv_type_v"] = kv_type_name(cfg.kv_type_v.value_or(cfg.kv_type));
   j["reference_kv_type"] = kv_type_name(cfg.reference_kv_type.value_or(cfg.kv_type));  // fidelity's reference
   j["reference_kv_type_v"] = kv_type_name(cfg.reference_kv_type.value_or(cfg.kv_type_v.value_or(cfg.kv_type)));
   j["prefill_attention"] = prefill_attention_name(cfg.prefill_attention);  // fidelity's reference: always exact
   j["prefill_attention_isa"] = prefill_attention_isa(cfg.prefill_attention, e.info().head_dim);  // informational
+  j["decode_q8_keys"] = decode_q8_keys_name(cfg.kv_type, cfg.reference_kv_type, attn::decode_q8_keys_i16());
   j["cold_tier"] = cold_tier_name(cfg.cold_tier);  // the reselect protocol's
   j["threads"] = cfg.threads;
   j["independent"] = cfg.independent;
@@ -223,6 +234,11 @@ void check_resumable(const nlohmann::json& old, const nlohmann::ordered_json& no
   // Older runs: one type for keys and values.
   same("reference_kv_type_v", old.value("reference_kv_type_v", old.value("reference_kv_type", old.at("kv_type"))),
        now["reference_kv_type_v"]);
+  same("fidelity_chunk", old.value("fidelity_chunk", nlohmann::json(64)), now["fidelity_chunk"]);  // older: 64
+  // Older runs (before session 56) scored Q8_0 keys in f32.
+  const bool old_q8 = old.at("kv_type") == "q8_0" || old.value("reference_kv_type", nlohmann::json("")) == "q8_0";
+  same("decode_q8_keys (set SNAPKV_DECODE_Q8_KEYS_I16=0 or 1 to match)",
+       old.value("decode_q8_keys", nlohmann::json(old_q8 ? "f32" : "none")), now["decode_q8_keys"]);
   // Runs before --prefill-attn were exact.
   same("prefill_attention",
        old.value("prefill_attention", nlohmann::json(prefill_attention_name(PrefillAttention::Exact))),
@@ -291,6 +307,7 @@ SuiteResult run_suite(const EvalConfig& cfg, const std::string& out_dir, bool re
   ro.kv_type_v = cfg.kv_type_v;
   ro.reference_kv_type = cfg.reference_kv_type;
   ro.gen_tokens = cfg.gen_tokens;
+  ro.fidelity_chunk = cfg.fidelity_chunk;
   ro.cold_tier = cfg.cold_tier;
   Runner runner(*engine, ws, ro);
 

@@ -51,6 +51,9 @@ struct EvalConfig {
   ChatMode chat = ChatMode::Auto;
   bool answer_prefix = true;  ///< RULER's answer prefix after the question (false: --answer-prefix off)
   int gen_tokens = 0;         ///< 0: each task's
+  /// Fidelity: continuation tokens per teacher-forced prefill call (--fidelity-chunk; 1 runs each
+  /// token through the decode attention kernel, as generation does).
+  int fidelity_chunk = 64;
   KVType kv_type = KVType::F16;
   std::optional<KVType> kv_type_v;  ///< --kv-type-v: the values' type when not kv_type
   /// The fidelity task's reference (the "full" distribution every press is compared with): a full

@@ -83,6 +83,32 @@ TEST(Runner, FidelityAgainstAReferenceOfAnotherKvType) {
   EXPECT_DOUBLE_EQ(b[1].fidelity.ppl, a[1].fidelity.ppl);
 }
 
+// --fidelity-chunk 1: the continuation goes one token per call (through the decode kernel); the
+// same positions are scored, the full cache's KL stays exactly 0 (the reference is fed the same
+// way), and a compressed row's numbers move only by the two kernels' f32 rounding.
+TEST(Runner, FidelityOneTokenPerCallScoresTheSamePositions) {
+  auto e = etest::stories();
+  Workspace ws(*e);
+  PromptFormat pf(*e, ChatMode::Off);
+  Generator g(pf);
+  const auto s = samples(g, {{"fidelity", 640, -1}}, 1).at(0);
+  const auto ps = presses({"none", "snapkv:budget=64,window=16"});
+  RunnerOptions one;
+  one.fidelity_chunk = 1;
+  const auto a = Runner(*e, ws).run(s, ps, Protocol::Continuation);
+  const auto b = Runner(*e, ws, one).run(s, ps, Protocol::Continuation);
+  ASSERT_EQ(a.size(), 2u);
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b[0].fidelity.kl, 0.0);
+  for (size_t k = 0; k < 2; ++k) {
+    EXPECT_EQ(b[k].fidelity.n, a[k].fidelity.n) << a[k].press;
+    EXPECT_GT(b[k].fidelity.n, 0) << a[k].press;
+    EXPECT_NEAR(b[k].fidelity.ppl, a[k].fidelity.ppl, 1e-3 * a[k].fidelity.ppl) << a[k].press;
+    EXPECT_NEAR(b[k].fidelity.kl, a[k].fidelity.kl, 1e-4 + 1e-2 * a[k].fidelity.kl) << a[k].press;
+  }
+  EXPECT_GT(b[1].fidelity.kl, 0.0);
+}
+
 // --prefill-attn bf16 / int8: the fidelity reference stays exact. On a head_dim-32 model (the
 // shapes both kernels take) a workspace with prefill attention `a` gives the same reference
 // perplexity, bit for bit, as an exact one: its reference is prefilled and teacher-forced on its

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "attention/decode.h"
+#include "attention/decode_q8_keys.h"
 #include "attention/decode_simd.h"
 #include "core/fp16.h"
 #include "snapkv/error.h"
@@ -76,8 +77,9 @@ Seq make_seq(const DecCase& c, uint64_t seed) {
   return s;
 }
 
-/// Naive attention in double; with an F16 cache the query is rounded to F16 first (as the kernel
-/// does). [n_head][head_dim]; zeros for a head without a visible key.
+/// Naive attention in double; with an F16 cache the query is rounded to F16 first, over Q8_0 keys
+/// to int16 where the kernel's int16 path takes it (as the kernel does). [n_head][head_dim]; zeros
+/// for a head without a visible key.
 std::vector<double> reference(const AttentionParams& p, const Seq& s) {
   const int G = p.n_head / p.n_head_kv, hd = p.head_dim;
   std::vector<double> out(static_cast<size_t>(p.n_head * hd), 0.0);
@@ -85,6 +87,9 @@ std::vector<double> reference(const AttentionParams& p, const Seq& s) {
   for (int h = 0; h < p.n_head; ++h) {
     const KVHeadCache& hc = s.cache.heads[static_cast<size_t>(h / G)];
     const float* q = s.q.data() + static_cast<size_t>(h) * hd;
+    // Over Q8_0 keys the kernel may round the query to int16 (attention/decode_q8_keys.h).
+    std::vector<float> q_i16(static_cast<size_t>(hd));
+    if (hc.k_type() == KVType::Q8_0 && attn::query_i16_values(q, hd, q_i16.data())) q = q_i16.data();
     std::vector<double> sc;
     std::vector<int64_t> idx;
     for (int64_t j = 0; j < hc.size(); ++j) {

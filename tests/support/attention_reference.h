@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "attention/attention.h"
+#include "attention/decode_q8_keys.h"
 #include "core/fp16.h"
 #include "kv/kv_cache.h"
 #include "quant/act_quant.h"
@@ -82,7 +83,9 @@ enum class RefRounding {
   BF16,    ///< as the BF16 prefill kernel: the pre-scaled query, the keys and the values to bfloat16
 };
 
-/// Naive attention in double over the cache's stored rows (read as f32: Q8_0 rows dequantized).
+/// Naive attention in double over the cache's stored rows (read as f32: Q8_0 rows dequantized);
+/// for one query (the decode kernel) over Q8_0 keys, with the query rounded to int16 as that
+/// kernel does where it takes its int16 path (attn::query_i16_values).
 /// Returns [n_q][n_head][head_dim]; zeros for a query without a visible key.
 inline std::vector<double> naive_attention(const AttnCase& c, const AttnInputs& b, float scale,
                                            RefRounding rounding = RefRounding::Kernel) {
@@ -99,6 +102,10 @@ inline std::vector<double> naive_attention(const AttnCase& c, const AttnInputs& 
     for (int h = 0; h < c.n_head; ++h) {
       const KVHeadCache& hc = b.cache.heads[static_cast<size_t>(h / G)];
       const float* q = b.q.data() + (t * c.n_head + h) * hd;
+      // The decode kernel's int16 query over Q8_0 keys (attention/decode_q8_keys.h).
+      std::vector<float> q_i16(static_cast<size_t>(hd));
+      if (!bf16 && c.n_q == 1 && hc.k_type() == KVType::Q8_0 && attn::query_i16_values(q, hd, q_i16.data()))
+        q = q_i16.data();
       const int64_t qp = b.qpos[static_cast<size_t>(t)];
       std::vector<double> s;
       std::vector<int64_t> idx;
