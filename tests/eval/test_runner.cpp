@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "eval/runner.h"
 #include "eval/tasks.h"
@@ -61,17 +63,24 @@ TEST(Runner, ForkBasedEqualsIndependentRunsTiny) {
 // --reference-kv-type: the fidelity reference is a full cache of another element type, prefilled
 // on its own (here f16 measured against f32): the full f16 cache now differs a little from it; a
 // compressed f16 cache differs more; against its own type the full cache's KL is exactly 0.
-TEST(Runner, FidelityAgainstAReferenceOfAnotherKvType) {
+// The fidelity records of one stories260K sample, presses none and snapkv (budget 64), run with
+// options oa and then ob.
+std::pair<std::vector<Record>, std::vector<Record>> fidelity_runs(const RunnerOptions& oa, const RunnerOptions& ob) {
   auto e = etest::stories();
   Workspace ws(*e);
   PromptFormat pf(*e, ChatMode::Off);
   Generator g(pf);
   const auto s = samples(g, {{"fidelity", 640, -1}}, 1).at(0);
   const auto ps = presses({"none", "snapkv:budget=64,window=16"});
+  auto a = Runner(*e, ws, oa).run(s, ps, Protocol::Continuation);
+  auto b = Runner(*e, ws, ob).run(s, ps, Protocol::Continuation);
+  return {std::move(a), std::move(b)};
+}
+
+TEST(Runner, FidelityAgainstAReferenceOfAnotherKvType) {
   RunnerOptions same, cross;
   cross.reference_kv_type = KVType::F32;  // kv_type stays F16
-  const auto a = Runner(*e, ws, same).run(s, ps, Protocol::Continuation);
-  const auto b = Runner(*e, ws, cross).run(s, ps, Protocol::Continuation);
+  const auto [a, b] = fidelity_runs(same, cross);
   ASSERT_EQ(a.size(), 2u);
   ASSERT_EQ(b.size(), 2u);
   EXPECT_EQ(a[0].fidelity.kl, 0.0);
@@ -87,16 +96,9 @@ TEST(Runner, FidelityAgainstAReferenceOfAnotherKvType) {
 // same positions are scored, the full cache's KL stays exactly 0 (the reference is fed the same
 // way), and a compressed row's numbers move only by the two kernels' f32 rounding.
 TEST(Runner, FidelityOneTokenPerCallScoresTheSamePositions) {
-  auto e = etest::stories();
-  Workspace ws(*e);
-  PromptFormat pf(*e, ChatMode::Off);
-  Generator g(pf);
-  const auto s = samples(g, {{"fidelity", 640, -1}}, 1).at(0);
-  const auto ps = presses({"none", "snapkv:budget=64,window=16"});
   RunnerOptions one;
   one.fidelity_chunk = 1;
-  const auto a = Runner(*e, ws).run(s, ps, Protocol::Continuation);
-  const auto b = Runner(*e, ws, one).run(s, ps, Protocol::Continuation);
+  const auto [a, b] = fidelity_runs(RunnerOptions{}, one);
   ASSERT_EQ(a.size(), 2u);
   ASSERT_EQ(b.size(), 2u);
   EXPECT_EQ(b[0].fidelity.kl, 0.0);
