@@ -199,15 +199,17 @@ void run_split(const AttentionParams& p, const float* q, const KVHeadCache& hc, 
                   if (rows == (1u << nh) - 1)
                     return attn::scores_rows_q8_i16(q16[qs], 0, nh, Kq, k_rb, nk, hd, p.scale, S, kKeyBlock,
                                                     first ? pf : nullptr);
-                  for (int t = 0; t < nh; ++t) {
-                    const attn::KVPrefetch* pt = first && t == 0 ? pf : nullptr;
-                    if ((rows >> t) & 1u)
-                      attn::scores_rows_q8_i16(q16[qs], t, 1, Kq, k_rb, nk, hd, p.scale, S + t * kKeyBlock, kKeyBlock,
-                                               pt);
-                    else
-                      attn::scores_rows(qh + t, 1, Kr, nk, hd, p.scale, S + t * kKeyBlock, kKeyBlock, pt);
-                  }
-                  return;
+                  if (rows != 0) {  // some rows refused: each head on its own path
+                    for (int t = 0; t < nh; ++t) {
+                      const attn::KVPrefetch* pt = first && t == 0 ? pf : nullptr;
+                      if ((rows >> t) & 1u)
+                        attn::scores_rows_q8_i16(q16[qs], t, 1, Kq, k_rb, nk, hd, p.scale, S + t * kKeyBlock, kKeyBlock,
+                                                 pt);
+                      else
+                        attn::scores_rows(qh + t, 1, Kr, nk, hd, p.scale, S + t * kKeyBlock, kKeyBlock, pt);
+                    }
+                    return;
+                  }  // none taken (head_dim > 512, or every row refused): the f32 tiles below
                 }
               }
 #endif

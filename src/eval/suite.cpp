@@ -154,12 +154,14 @@ struct Unit {
   double weight = 0;  // for the ETA: prompt length x protocols
 };
 
-// Decode's K.Q arithmetic over Q8_0 keys when the run has such keys (its cache's or the fidelity
-// reference's): int16 query and integer dot products, or f32; "none" without Q8_0 keys. Resuming
-// on a CPU (or with SNAPKV_DECODE_Q8_KEYS_I16) that gives the other would mix two arithmetics.
-std::string decode_q8_keys_name(KVType kv_type, std::optional<KVType> reference, bool int16) {
-  if (kv_type != KVType::Q8_0 && reference != KVType::Q8_0) return "none";
-  return int16 ? "int16-avx512vnni" : "f32";
+// Decode's K.Q arithmetic over Q8_0 keys when the run decodes over such keys (its cache's; the
+// fidelity reference's only when fed one token per call): int16 query and integer dot products,
+// or f32 (also for head_dim > 512, which the int16 path leaves to f32); "none" without Q8_0 keys.
+// Resuming on a CPU (or with SNAPKV_DECODE_Q8_KEYS_I16) that gives the other would mix the two.
+std::string decode_q8_keys_name(const EvalConfig& cfg, int head_dim) {
+  const bool reference_decodes = cfg.reference_kv_type == KVType::Q8_0 && cfg.fidelity_chunk == 1;
+  if (cfg.kv_type != KVType::Q8_0 && !reference_decodes) return "none";
+  return attn::decode_q8_keys_i16() && head_dim <= attn::kQueryI16MaxDim ? "int16-avx512vnni" : "f32";
 }
 
 nlohmann::ordered_json config_json(const EvalConfig& cfg, const Engine& e, const std::string& sha,
@@ -196,7 +198,7 @@ nlohmann::ordered_json config_json(const EvalConfig& cfg, const Engine& e, const
   j["reference_kv_type_v"] = kv_type_name(cfg.reference_kv_type.value_or(cfg.kv_type_v.value_or(cfg.kv_type)));
   j["prefill_attention"] = prefill_attention_name(cfg.prefill_attention);  // fidelity's reference: always exact
   j["prefill_attention_isa"] = prefill_attention_isa(cfg.prefill_attention, e.info().head_dim);  // informational
-  j["decode_q8_keys"] = decode_q8_keys_name(cfg.kv_type, cfg.reference_kv_type, attn::decode_q8_keys_i16());
+  j["decode_q8_keys"] = decode_q8_keys_name(cfg, e.info().head_dim);
   j["cold_tier"] = cold_tier_name(cfg.cold_tier);  // the reselect protocol's
   j["threads"] = cfg.threads;
   j["independent"] = cfg.independent;
@@ -235,9 +237,9 @@ void check_resumable(const nlohmann::json& old, const nlohmann::ordered_json& no
   same("reference_kv_type_v", old.value("reference_kv_type_v", old.value("reference_kv_type", old.at("kv_type"))),
        now["reference_kv_type_v"]);
   same("fidelity_chunk", old.value("fidelity_chunk", nlohmann::json(64)), now["fidelity_chunk"]);  // older: 64
-  // Older runs (before session 56) scored Q8_0 keys in f32.
-  const bool old_q8 = old.at("kv_type") == "q8_0" || old.value("reference_kv_type", nlohmann::json("")) == "q8_0";
-  same("decode_q8_keys (set SNAPKV_DECODE_Q8_KEYS_I16=0 or 1 to match)",
+  // Older runs (before session 56) decoded over Q8_0 keys in f32, and fed fidelity 64 tokens a call.
+  const bool old_q8 = old.at("kv_type") == "q8_0";
+  same("decode_q8_keys (int16 needs AVX512-VNNI; SNAPKV_DECODE_Q8_KEYS_I16=0 gives f32)",
        old.value("decode_q8_keys", nlohmann::json(old_q8 ? "f32" : "none")), now["decode_q8_keys"]);
   // Runs before --prefill-attn were exact.
   same("prefill_attention",
