@@ -21,10 +21,11 @@ for arch in x86-64-v3 x86-64; do
 done
 # CPUs with a vpdpbusd form of the INT8 prefill's dot product (attention/int8_dot.h): AVX512-VNNI
 # (Ice Lake server) and AVX-VNNI without AVX-512 (Alder Lake): the attention sources and the
-# test that runs that form on such CPUs.
+# tests that run the VNNI forms on such CPUs (also decode's int16 scores over Q8_0 keys,
+# attention/decode_q8_keys.h, on AVX512-VNNI).
 for arch in icelake-server alderlake; do
-  for f in src/attention/*.cpp tests/attention/test_int8_dot.cpp; do
-    if ! "$cxx" "${flags[@]}" -Itests -march="$arch" "$f"; then
+  for f in src/attention/*.cpp tests/attention/test_int8_dot.cpp tests/attention/test_decode_q8_keys.cpp; do
+    if ! "$cxx" "${flags[@]}" -Itests -DSNAPKV_SOURCE_DIR='"."' -DSNAPKV_BINARY_DIR='"."' -march="$arch" "$f"; then
       echo "check_portable: $f fails to compile for -march=$arch" >&2
       failed=1
     fi

@@ -148,12 +148,17 @@ void run_split(const AttentionParams& p, const float* q, const KVHeadCache& hc, 
 #if defined(SNAPKV_DECODE_Q8_KEYS_I16)
   // The queries of a head tile rounded to int16 for Q8_0 keys, set at the tile's first block: one
   // slot per tile for the first two (G <= 8), the slot of the second set again whenever a later
-  // tile takes it. q16_rows: the rows query_i16_set took (bit t: head tile_h0 + t).
+  // tile takes it. rows: the rows query_i16_set took (bit t: head tile_h0 + t). Only the f32
+  // instantiation (Q8_0 / Q4_0 caches) holds them: the F16 one's frame stays as it was (12.8 KB
+  // more of it slowed the F16 tiles by 1.3-1.7x, measured).
+  struct Q8KeyQueries {
+    attn::QueryI16 q16[2];
+    int h0[2] = {-1, -1};
+    unsigned rows[2] = {0, 0};
+  };
   static_assert(attn::kHeadTile <= attn::kQueryI16Heads);
-  attn::QueryI16 q16[2];
-  int q16_h0[2] = {-1, -1};
-  unsigned q16_rows[2] = {0, 0};
-  const bool q16_on = attn::decode_q8_keys_i16();
+  std::conditional_t<std::is_same_v<T, float>, Q8KeyQueries, char> qc;
+  (void)qc;
 #endif
   const bool prefetch = decode_prefetch();
   for (int64_t kb = j0; kb < j1; kb += kKeyBlock) {
@@ -189,22 +194,22 @@ void run_split(const AttentionParams& p, const float* q, const KVHeadCache& hc, 
               // Q8_0 keys: int16 queries and integer dot products (decode_q8_keys.h); a query row
               // with NaN, inf or a magnitude above 3e38 is scored by the f32 tiles on its own.
               if constexpr (std::is_same_v<std::decay_t<decltype(Kr)>, attn::Q8Rows>) {
-                if (q16_on) {
+                if (attn::decode_q8_keys_i16()) {
                   const int qs = std::min(tile_h0 / attn::kHeadTile, 1);
-                  if (q16_h0[qs] != tile_h0) {
-                    q16_rows[qs] = attn::query_i16_set(qh, nh, hd, q16[qs]);
-                    q16_h0[qs] = tile_h0;
+                  if (qc.h0[qs] != tile_h0) {
+                    qc.rows[qs] = attn::query_i16_set(qh, nh, hd, qc.q16[qs]);
+                    qc.h0[qs] = tile_h0;
                   }
-                  const unsigned rows = q16_rows[qs];
+                  const unsigned rows = qc.rows[qs];
                   if (rows == (1u << nh) - 1)
-                    return attn::scores_rows_q8_i16(q16[qs], 0, nh, Kq, k_rb, nk, hd, p.scale, S, kKeyBlock,
+                    return attn::scores_rows_q8_i16(qc.q16[qs], 0, nh, Kq, k_rb, nk, hd, p.scale, S, kKeyBlock,
                                                     first ? pf : nullptr);
                   if (rows != 0) {  // some rows refused: each head on its own path
                     for (int t = 0; t < nh; ++t) {
                       const attn::KVPrefetch* pt = first && t == 0 ? pf : nullptr;
                       if ((rows >> t) & 1u)
-                        attn::scores_rows_q8_i16(q16[qs], t, 1, Kq, k_rb, nk, hd, p.scale, S + t * kKeyBlock, kKeyBlock,
-                                                 pt);
+                        attn::scores_rows_q8_i16(qc.q16[qs], t, 1, Kq, k_rb, nk, hd, p.scale, S + t * kKeyBlock,
+                                                 kKeyBlock, pt);
                       else
                         attn::scores_rows(qh + t, 1, Kr, nk, hd, p.scale, S + t * kKeyBlock, kKeyBlock, pt);
                     }

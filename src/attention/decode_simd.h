@@ -43,13 +43,13 @@ struct KVPrefetch {
   size_t v_rb = 0;
   int n_k = 0;
   int n_v = 0;
-  void keys(int j, int nj) const {
+  [[gnu::always_inline]] void keys(int j, int nj) const {
     const int e = std::min(j + nj, n_k);
     if (j < e) prefetch_l2(k + static_cast<size_t>(j) * k_rb, static_cast<size_t>(e - j) * k_rb);
   }
   void values(int j) const { values(j, 0, v_rb); }
   /// Bytes [b0, b1) of V row j (b1 <= v_rb; nothing when b0 >= b1).
-  void values(int j, size_t b0, size_t b1) const {
+  [[gnu::always_inline]] void values(int j, size_t b0, size_t b1) const {
     if (j < n_v && b0 < b1) prefetch_l2(v + static_cast<size_t>(j) * v_rb + b0, b1 - b0);
   }
 };

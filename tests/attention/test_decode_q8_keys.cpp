@@ -162,11 +162,11 @@ void expect_scores_match(const std::vector<std::vector<float>>& rows, const std:
   ASSERT_EQ(attn::query_i16_set(ptr.data(), nh, hd, qi), (1u << nh) - 1);
   constexpr int kStride = 80;
   std::vector<float> S(static_cast<size_t>(nh) * kStride, -9.0f);
-  attn::scores_rows_q8_i16<attn::KVPrefetch>(qi, 0, nh, K.data(), rb, nk, hd, scale, S.data(), kStride, nullptr);
+  attn::scores_rows_q8_i16(qi, 0, nh, K.data(), rb, nk, hd, scale, S.data(), kStride, nullptr);
   // Row h alone (the per-row fallback's call) gives row h's scores of the tile, bit for bit.
   for (int h = 0; h < nh; ++h) {
     std::vector<float> one(kStride, -9.0f);
-    attn::scores_rows_q8_i16<attn::KVPrefetch>(qi, h, 1, K.data(), rb, nk, hd, scale, one.data(), kStride, nullptr);
+    attn::scores_rows_q8_i16(qi, h, 1, K.data(), rb, nk, hd, scale, one.data(), kStride, nullptr);
     for (int j = 0; j < nk; ++j)
       ASSERT_EQ(one[static_cast<size_t>(j)], S[static_cast<size_t>(h) * kStride + static_cast<size_t>(j)])
           << what << " hd " << hd << " nh " << nh << " h " << h << " j " << j;
