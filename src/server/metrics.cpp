@@ -60,6 +60,13 @@ void Metrics::set_state(int64_t running, int64_t waiting, size_t kv_bytes_in_use
   kv_peak_ = std::max(kv_peak_, kv_bytes_in_use);
 }
 
+void Metrics::sequence_released(int64_t running, size_t kv_bytes, size_t kv_bytes_reserved) {
+  std::lock_guard lk(m_);
+  running_ = running;
+  kv_in_use_ = running == 0 ? 0 : kv_in_use_ - std::min(kv_in_use_, kv_bytes);
+  kv_reserved_ = kv_bytes_reserved;
+}
+
 void Metrics::set_budget(size_t kv_budget_bytes) {
   std::lock_guard lk(m_);
   kv_budget_ = kv_budget_bytes;

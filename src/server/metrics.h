@@ -33,6 +33,10 @@ class Metrics {
   // Gauges, set by the scheduler after each change.
   void set_state(int64_t running, int64_t waiting, size_t kv_bytes_in_use, size_t kv_bytes_reserved);
   void set_budget(size_t kv_budget_bytes);
+  /// One running request has ended and freed `kv_bytes` of KV cache; `running` requests remain.
+  /// Called before its client is answered, so that a /metrics scrape made after the answer never
+  /// counts it. The KV bytes in use are an estimate until the next set_state (0 once nothing runs).
+  void sequence_released(int64_t running, size_t kv_bytes, size_t kv_bytes_reserved);
   // Counters and histograms.
   void request_finished(const std::string& finish_reason, int64_t prompt_tokens, int64_t generated_tokens,
                         double ttft_s, double e2e_s);

@@ -197,6 +197,8 @@ void Scheduler::finish(Running& r, std::string reason, int error_status, std::st
     std::lock_guard lk(m_);
     budget_.release(r.reserved);
     --n_running_;
+    // Before the answer goes out: a client that reads /metrics once answered sees it gone.
+    metrics_.sequence_released(n_running_, res.kv_cache_bytes, budget_.reserved());
   }
   r.job->finish(std::move(res));
 }

@@ -204,6 +204,24 @@ TEST(Scheduler, SubmittersAdmitTheirOwnJobsWhileOthersFinish) {
   expect_idle(metrics);
 }
 
+// A client that reads the gauges as soon as its answer ended (as server_hostile does through
+// /metrics) never sees its own request still running nor its KV bytes still held: the scheduler
+// counts a job out before it hands the job its result, not after the step it finished in.
+TEST(Scheduler, GaugesCountAJobOutBeforeItsClientHasTheAnswer) {
+  const auto e = stories();
+  SchedulerOptions so = options();
+  so.max_running = 1;
+  Metrics metrics;
+  Scheduler s(e, so, metrics);
+  for (int k = 0; k < 12; ++k) {
+    const auto j = make_job(*e, story(k, 1 + k % 3), 1 + k % 4, k % 2 ? "snapkv:budget=8,window=4" : "none", true, k);
+    run(s, j);
+    EXPECT_EQ(j->result().finish_reason, "length");
+    EXPECT_EQ(metrics.running(), 0) << "job " << k;
+    EXPECT_EQ(metrics.kv_bytes_in_use(), 0u) << "job " << k;
+  }
+}
+
 /// Submits `a` then `b` and takes both to their end (bounded); both texts must be equal.
 void run_both(Scheduler& s, const std::shared_ptr<Job>& a, const std::shared_ptr<Job>& b) {
   ASSERT_EQ(s.submit(a), Scheduler::Submit::Queued);
