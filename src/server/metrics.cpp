@@ -60,6 +60,13 @@ void Metrics::set_state(int64_t running, int64_t waiting, size_t kv_bytes_in_use
   kv_peak_ = std::max(kv_peak_, kv_bytes_in_use);
 }
 
+void Metrics::set_counts(int64_t running, int64_t waiting) {
+  std::lock_guard lk(m_);
+  running_ = running;
+  running_peak_ = std::max(running_peak_, running);
+  waiting_ = waiting;
+}
+
 void Metrics::sequence_released(int64_t running, size_t kv_bytes, size_t kv_bytes_reserved) {
   std::lock_guard lk(m_);
   running_ = running;

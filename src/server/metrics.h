@@ -33,6 +33,9 @@ class Metrics {
   // Gauges, set by the scheduler after each change.
   void set_state(int64_t running, int64_t waiting, size_t kv_bytes_in_use, size_t kv_bytes_reserved);
   void set_budget(size_t kv_budget_bytes);
+  /// Admission changed the counts of running and waiting requests (a submit, a queued request
+  /// cancelled or refused): published before any client concerned is answered.
+  void set_counts(int64_t running, int64_t waiting);
   /// One running request has ended and freed `kv_bytes` of KV cache; `running` requests remain.
   /// Called before its client is answered, so that a /metrics scrape made after the answer never
   /// counts it. The KV bytes in use are an estimate until the next set_state (0 once nothing runs).

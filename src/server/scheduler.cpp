@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <exception>
 #include <new>
+#include <vector>
 
 #include "snapkv/batch.h"
 #include "snapkv/error.h"
@@ -101,6 +102,7 @@ Scheduler::Submit Scheduler::submit(const std::shared_ptr<Job>& job) {
     }
     queue_.push_back(job);
     admit_locked();
+    metrics_.set_counts(n_running_, static_cast<int64_t>(queue_.size()));
   }
   cv_.notify_all();
   return Submit::Queued;
@@ -133,13 +135,20 @@ void Scheduler::finish_queued_locked(const std::shared_ptr<Job>& job, JobResult 
 }
 
 void Scheduler::drop_cancelled_locked() {
-  std::erase_if(queue_, [this](const std::shared_ptr<Job>& j) {
+  std::vector<std::shared_ptr<Job>> dropped;
+  std::erase_if(queue_, [&dropped](const std::shared_ptr<Job>& j) {
     if (!j->cancelled()) return false;
+    dropped.push_back(j);
+    return true;
+  });
+  if (dropped.empty()) return;
+  // The gauges first: a client answered "cancelled" never sees its request still waiting.
+  metrics_.set_counts(n_running_, static_cast<int64_t>(queue_.size()));
+  for (auto& j : dropped) {
     JobResult r;
     r.finish_reason = "cancelled";
     finish_queued_locked(j, std::move(r));
-    return true;
-  });
+  }
 }
 
 // Under m_: moves queued jobs into admitted_ in FIFO order while the head fits.
@@ -264,15 +273,17 @@ void Scheduler::loop() {
     {
       std::unique_lock lk(m_);
       admit_locked();
-      if (stopping_) {
-        for (auto& j : queue_) {
+      if (stopping_ && !queue_.empty()) {
+        std::deque<std::shared_ptr<Job>> refused;
+        refused.swap(queue_);
+        metrics_.set_counts(n_running_, 0);
+        for (auto& j : refused) {
           JobResult r;
           r.finish_reason = "error";
           r.error_status = 503;
           r.error_message = "the server is shutting down";
           finish_queued_locked(j, std::move(r));
         }
-        queue_.clear();
       }
       while (!admitted_.empty()) {
         running.push_back(std::move(admitted_.front()));

@@ -113,7 +113,7 @@ TEST(WorkSplit, RacingThreadsClaimEveryItemOnce) {
 }
 
 TEST(WorkSplit, AFastThreadTakesASlowThreadsItems) {
-  // Thread 1 needs >= 100 us per item, thread 0 nothing: thread 0 finishes its range long before
+  // Thread 1 needs >= 1 ms per item, thread 0 nothing: thread 0 finishes its range long before
   // and takes items of range 1 from its back; every item still goes to exactly one thread.
   WorkSplit s;
   s.reset(400, 2);  // ranges [0, 200) and [200, 400)
@@ -124,7 +124,7 @@ TEST(WorkSplit, AFastThreadTakesASlowThreadsItems) {
     int64_t item = -1;
     while (s.next(1, item)) {
       got[1].push_back(item);
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   });
   start.arrive_and_wait();
@@ -135,7 +135,8 @@ TEST(WorkSplit, AFastThreadTakesASlowThreadsItems) {
   std::sort(all.begin(), all.end());
   ASSERT_EQ(all.size(), 400u);
   for (int64_t i = 0; i < 400; ++i) ASSERT_EQ(all[static_cast<size_t>(i)], i);
-  // Thread 1's whole range takes >= 20 ms; thread 0 only has to run once in that time to steal.
+  // Thread 1's whole range takes >= 200 ms (a loaded sanitizer run included); thread 0 only has
+  // to run once in that time to steal.
   EXPECT_GT(std::count_if(got[0].begin(), got[0].end(), [](int64_t i) { return i >= 200; }), 0);
   if (!got[1].empty()) {
     EXPECT_EQ(got[1].front(), 200);  // the slow thread starts at its range's front

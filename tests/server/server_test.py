@@ -340,7 +340,8 @@ def case_concurrency(binary):
         if p:
             b["kv_compression"] = p
         bodies.append(b)
-    srv = Server(binary, STORIES, "--max-queue", "16")
+    # 5 ms per step: each request lasts >= 200 ms, so the eight clients overlap on a loaded host.
+    srv = Server(binary, STORIES, "--max-queue", "16", "--debug-step-delay-ms", "5")
     try:
         alone = [stream_text(srv, b)[0] for b in bodies]
         results = [None] * len(bodies)
@@ -359,7 +360,7 @@ def case_concurrency(binary):
             check(r[1]["usage"]["completion_tokens"] == 40, f"client {i} usage {r[1]['usage']}")
         m = srv.metrics()
         check(m["snapkv_requests_running_peak"] >= 2, f"never more than one running: {m['snapkv_requests_running_peak']}")
-        # The gauges are set after each step: a client may have its last chunk before they drop.
+        # A request counts out before its answer; the waits cover the reserved bytes' release.
         srv.wait_metric("snapkv_requests_running", lambda v: v == 0)
         srv.wait_metric("snapkv_kv_cache_bytes_in_use", lambda v: v == 0)
         srv.wait_metric("snapkv_kv_cache_bytes_reserved", lambda v: v == 0)
@@ -534,7 +535,7 @@ def case_admission(binary):
         m = srv.metrics()
         check(m["snapkv_requests_running_peak"] == 2, f"none: peak running {m['snapkv_requests_running_peak']}")
         check(m['snapkv_admission_rejections_total{reason="queue_full"}'] == 1, "rejection counter")
-        srv.wait_metric("snapkv_kv_cache_bytes_in_use", lambda v: v == 0)  # set after the step
+        srv.wait_metric("snapkv_kv_cache_bytes_in_use", lambda v: v == 0)
         srv.wait_metric("snapkv_kv_cache_bytes_reserved", lambda v: v == 0)
         # A request that could never fit alone: 400, not a queue slot.
         status, _, err = srv.post("/v1/completions", {**body, "max_tokens": 2000})
