@@ -52,19 +52,32 @@ class Server:
     """A `snapkv serve` process on a free loopback port."""
 
     def __init__(self, binary, model, *args, ready_timeout=60, env=None):
-        self.port = free_port()
-        self.log = tempfile.NamedTemporaryFile(prefix="snapkv-serve-", suffix=".log", delete=False)
-        cmd = [binary, "serve", "-m", model, "--host", "127.0.0.1", "--port", str(self.port), "-t", "1", "--metrics", *args]
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT,
-                                     env={**os.environ, **env} if env else None)
-        SERVERS.append(self)
+        # free_port() only finds a port free for now: another test of a parallel ctest run may bind
+        # it before the server does; then the server says so and exits, and a new port is tried.
+        for attempt in range(5):
+            self.port = free_port()
+            self.log = tempfile.NamedTemporaryFile(prefix="snapkv-serve-", suffix=".log", delete=False)
+            cmd = [binary, "serve", "-m", model, "--host", "127.0.0.1", "--port", str(self.port), "-t", "1",
+                   "--metrics", *args]
+            self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT,
+                                         env={**os.environ, **env} if env else None)
+            SERVERS.append(self)
+            if self._wait_ready(ready_timeout, last=attempt == 4):
+                return
+
+    def _wait_ready(self, ready_timeout, last):
+        """True once /health answers 200; False when the port was taken (and not `last`)."""
         deadline = time.time() + ready_timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:
+                if not last and "cannot listen on" in self.output():
+                    return False
                 fail(f"server exited early ({self.proc.returncode}): {self.output()}")
             try:
-                if self.request("GET", "/health")[0] == 200:
-                    return
+                # Only once this server has bound the port: before, another one may answer there.
+                if (f"listening on http://127.0.0.1:{self.port}" in self.full_log()
+                        and self.request("GET", "/health")[0] == 200):
+                    return True
             except OSError:
                 pass
             time.sleep(0.1)
@@ -75,9 +88,12 @@ class Server:
     def base(self):
         return f"http://127.0.0.1:{self.port}"
 
-    def output(self):
+    def full_log(self):
         with open(self.log.name, errors="replace") as f:
-            return f.read()[-3000:]
+            return f.read()
+
+    def output(self):
+        return self.full_log()[-3000:]
 
     def report(self):
         """The log from a sanitizer's first report on (it may be long), else its last lines."""
