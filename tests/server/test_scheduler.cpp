@@ -88,9 +88,9 @@ SchedulerOptions options() {
   return so;
 }
 
-/// Waits (bounded) until the scheduler's gauges say nothing runs and no KV bytes are held (a job
-/// counts out before its client is answered, GaugesCountAJobOutBeforeItsClientHasTheAnswer; the
-/// wait covers the end of a cancelled job, which the scheduler sees at its next step).
+/// Expects the scheduler's gauges to say nothing runs and no KV bytes are held. A job counts out
+/// before its client has the answer (GaugesCountAJobOutBeforeItsClientHasTheAnswer), so once every
+/// client returned this holds at once; the bounded wait is only a margin.
 void expect_idle(const Metrics& m) {
   for (int i = 0; i < 400 && (m.running() != 0 || m.kv_bytes_in_use() != 0); ++i) std::this_thread::sleep_for(5ms);
   EXPECT_EQ(m.running(), 0);
@@ -122,14 +122,16 @@ TEST(Scheduler, ConcurrentClientsGetWhatTheyGetAlone) {
   };
   // A budget that holds two or three of the jobs: admission waits for bytes as well as slots, and
   // a client retrying a full queue reads the reserved bytes while the scheduler releases them.
-  // Cancelled after its first text: 480 tokens leave its client time to be scheduled even on a
-  // loaded machine (200 steps of this tiny model take only tens of ms).
-  const int64_t cancelled_max = 480;
+  // Cancelled after its first text: 150 steps of >= 1 ms leave its client time to be scheduled
+  // even on a loaded machine (without the delay, 200 steps of this tiny model took tens of ms).
+  const int64_t cancelled_max = 150;
   auto cancelled = make_job(*e, story(1, 2), cancelled_max, "none", false, 7);
-  size_t biggest = cancelled->kv.reserve();
+  size_t biggest = 0;
   for (int i = 0; i < n; ++i) biggest = std::max(biggest, job(i)->kv.reserve());
   SchedulerOptions so = options();
   so.kv_budget_bytes = biggest * 5 / 2;
+  so.debug_step_delay_ms = 1;
+  ASSERT_LE(cancelled->kv.reserve(), so.kv_budget_bytes) << "the cancelled job must fit the budget";
   Metrics metrics;
   Scheduler s(e, so, metrics);
   std::vector<std::string> alone;
