@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 
 #include "snapkv/error.h"
 
@@ -72,8 +73,22 @@ PrefillAttention parse_prefill_attention(const std::string& s) {
 }
 
 std::string resolve_model_path(const std::string& flag) {
-  // A path that exists wins over a name (a file called "smollm2" in the working directory).
-  if (!flag.empty() && fs::exists(flag)) return flag;
+  // A path that exists wins over a name (a file called "smollm2" in the working directory); when
+  // such a file is no GGUF file, the error says that it hid the cached model.
+  if (!flag.empty() && fs::exists(flag)) {
+    for (const NamedModel& m : kNamedModels) {
+      if (flag != m.name) continue;
+      char magic[4] = {};
+      std::ifstream in(flag, std::ios::binary);
+      if (!in.read(magic, sizeof(magic)) || std::string_view(magic, sizeof(magic)) != "GGUF")
+        throw Error(
+            fmt::format("-m {}: '{}' in the working directory is not a GGUF file and hides the cached model "
+                        "{} (a path that exists wins over a model name); rename it, or pass the cached "
+                        "model's path",
+                        flag, flag, m.name));
+    }
+    return flag;
+  }
   const NamedModel* named = flag.empty() ? &kNamedModels[0] : nullptr;
   for (const NamedModel& m : kNamedModels) {
     if (flag == m.name) named = &m;

@@ -26,12 +26,14 @@ inline std::string shell_quote(const std::string& s) {
   return q + "'";
 }
 
-/// Runs `build/snapkv <args...>`; stdout and stderr are captured separately.
-inline CliResult run_cli(const std::vector<std::string>& args) {
+/// Runs `build/snapkv <args...>` (in directory `cwd` when given); stdout and stderr are captured
+/// separately.
+inline CliResult run_cli(const std::vector<std::string>& args, const std::filesystem::path& cwd = {}) {
   namespace fs = std::filesystem;
   const fs::path tmp = fs::temp_directory_path() / ("snapkv_e2e_" + std::to_string(::getpid()));
   fs::create_directories(tmp);
-  std::string cmd = shell_quote((binary_dir() / "snapkv").string());
+  std::string cmd = cwd.empty() ? std::string() : "cd " + shell_quote(cwd.string()) + " && ";
+  cmd += shell_quote((binary_dir() / "snapkv").string());
   for (const auto& a : args) cmd += " " + shell_quote(a);
   cmd += " >" + shell_quote((tmp / "out").string()) + " 2>" + shell_quote((tmp / "err").string()) + " </dev/null";
   const int status = std::system(cmd.c_str());

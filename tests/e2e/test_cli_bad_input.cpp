@@ -164,6 +164,31 @@ TEST(CliBadFlags, ServeRefusesAnUnsupportedPrefillAttentionBeforeListening) {
       {{"serve", "-m", stories(), "--prefill-attn", "bf16"}, {"'bf16' is not supported", "AVX512-BF16"}, 1});
 }
 
+// A file named like a cached model in the working directory wins over the name: when it is no
+// GGUF file, the one error line says that it hid the cached model; a GGUF file of that name loads.
+TEST(CliBadFlags, AFileNamedLikeACachedModelSaysItHidTheModel) {
+  const TempDir tmp;
+  for (const char* bytes : {"", "not a model"}) {
+    tmp.write("smollm2", bytes);
+    const auto r = run_cli({"inspect", "-m", "smollm2"}, tmp.path());
+    EXPECT_EQ(r.rc, 1) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find("snapkv: error: -m smollm2: 'smollm2' in the working directory is not a GGUF file and "
+                         "hides the cached model smollm2"),
+              std::string::npos)
+        << r.err;
+    EXPECT_EQ(r.out, "");
+  }
+  fs::remove(tmp.path() / "smollm2");
+  fs::create_directory(tmp.path() / "gemma3");  // a directory of that name hides it too
+  EXPECT_NE(run_cli({"inspect", "-m", "gemma3"}, tmp.path()).err.find("hides the cached model gemma3"),
+            std::string::npos);
+  tmp.write("smollm2", slurp(stories()));
+  const auto ok = run_cli({"inspect", "-m", "smollm2"}, tmp.path());
+  EXPECT_EQ(ok.rc, 0) << ok.err;
+  EXPECT_NE(ok.out.find("llama"), std::string::npos) << ok.out;
+}
+
 TEST(CliBadFlags, SubcommandErrors) {
   expect_one_line_error({{}, {"subcommand"}, 2});
   // Was "A subcommand is required", not naming the typo.

@@ -95,8 +95,9 @@ TEST(CliModelNames, AnExistingFileWinsOverAName) {
   const auto r = run_cli({"tokenize", "-m", "smollm2", "-p", "hi"});
   fs::current_path(old);
   EXPECT_EQ(r.rc, 1);
-  // The file was opened (and rejected as GGUF), not the cached model.
-  EXPECT_EQ(r.err.rfind("snapkv: error: smollm2: ", 0), 0u) << r.err;
+  // The file was opened (and rejected as GGUF, saying it hid the cached model), not the cached model.
+  EXPECT_EQ(r.err.rfind("snapkv: error: -m smollm2: 'smollm2' in the working directory is not a GGUF file", 0), 0u)
+      << r.err;
   fs::remove_all(dir);
 }
 
