@@ -4,6 +4,9 @@
 //                               bandwidth, the ceiling of decode (bytes_per_second)
 //   Decode/<type>/<what>/<rows>x<cols>/threads:T
 //                               matmul with n_tokens = 1; GB/s counts weight bytes
+//   Decode/Q8_0/synth.<matrix>/<rows>x<cols>/threads:T/cold
+//                               the synthetic model's per-layer decode matrices from memory: each
+//                               iteration multiplies another copy of the weights (~512 MB of them)
 //   DecodeRowLane/Q8_0/<what>/<rows>x<cols>/threads:T
 //                               the same product with the row-lane prototype (quant/kern_rowlane.h,
 //                               AVX-512 VNNI builds): weights repacked once before timing; each
@@ -169,6 +172,30 @@ struct Shape {
   const char* what;
   int64_t rows, cols;
 };
+
+/// Decode (n = 1) from memory: each iteration multiplies another copy of the weights, out of
+/// copies filling ~512 MB (past the L3), as a decode step reads each layer's small matrices cold
+/// after the attention has streamed the KV cache through the caches.
+void run_matmul_cold(benchmark::State& st, Shape s, int threads) {
+  const auto& w = weights(s.type, s.rows, s.cols);
+  const size_t copies = std::max<size_t>(2, (size_t{512} << 20) / w.size());
+  std::vector<uint8_t> pool(copies * w.size());
+  for (size_t c = 0; c < copies; ++c) std::memcpy(pool.data() + c * w.size(), w.data(), w.size());
+  const auto x = make_x(s.cols);
+  std::vector<float> y(static_cast<size_t>(s.rows));
+  snapkv::ThreadContext tc(threads);
+  size_t c = 0;
+  for (auto _ : st) {
+    const snapkv::WeightView W{s.type, s.rows, s.cols, pool.data() + c * w.size()};
+    snapkv::matmul(W, x.data(), 1, y.data(), tc);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+    c = c + 1 == copies ? 0 : c + 1;
+  }
+  const double it = static_cast<double>(st.iterations());
+  st.counters["GB/s"] = benchmark::Counter(it * static_cast<double>(w.size()) / 1e9, benchmark::Counter::kIsRate);
+  st.counters["MB"] = static_cast<double>(w.size()) / 1e6;
+}
 
 void run_matmul(benchmark::State& st, Shape s, int64_t n, int threads) {
   const auto& w = weights(s.type, s.rows, s.cols);
@@ -555,6 +582,21 @@ void register_all() {
             ->ComputeStatistics("min", min_of);
       }
 #endif
+  // The synthetic model's decode matrices from memory (one call per layer each in a step).
+  const Shape synth_cold[] = {
+      {GGMLType::Q8_0, "synth.attn_qkv", 960, 576},
+      {GGMLType::Q8_0, "synth.attn_output", 576, 576},
+      {GGMLType::Q8_0, "synth.ffn_gate_up", 3072, 576},
+      {GGMLType::Q8_0, "synth.ffn_down", 576, 1536},
+  };
+  for (const int th : {1, 2})
+    for (const Shape& s : synth_cold)
+      benchmark::RegisterBenchmark(
+          fmt::format("Decode/{}/{}/{}x{}/threads:{}/cold", tname(s.type), s.what, s.rows, s.cols, th).c_str(),
+          [s, th](benchmark::State& st) { run_matmul_cold(st, s, th); })
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond)
+          ->ComputeStatistics("min", min_of);
   for (const int th : {1, 2}) {
     for (const auto& s : gemma) reg(s, 1, th);
     for (const auto& s : synth) reg(s, 1, th);

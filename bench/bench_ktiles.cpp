@@ -6,7 +6,8 @@
 //   KTiles/scores/{rows,ktiles}/{smollm2,gemma3}
 //       only the Q.K scores of every 64-key block (SmolLM2: 3 query heads per KV head, head_dim 64,
 //       3 KV heads; Gemma 3: 4 / 256 / 1), rows: scores_rows over F16 key rows (today's kernel),
-//       ktiles: scores_ktile over the same keys as K^T tiles (the same bits).
+//       ktiles: scores_ktile over the same keys as K^T tiles (the same bits); ktiles64 (AVX-512):
+//       scores_ktile64 over the block's four tiles at once, in the natural order (other bits).
 //   KTiles/block/{rows,ktiles}/{smollm2,gemma3}
 //       the whole per-block work of one decode split as attention/decode.cpp runs it: scores, the
 //       online softmax (row_max, rescale, exp_sum_block) and the P.V sums (pv_rows), so the ratio
@@ -84,14 +85,24 @@ const Data& data_for(const Shape& s) {
   return cache.back().second;
 }
 
+/// Which scores kernel a benchmark runs (the file comment).
+enum class Kernel { kRows, kKTiles, kKTiles64 };
+
 /// The scores of the G heads of KV head g over keys [kb, kb + kBlock) into S [G][kBlock].
-void block_scores(const Shape& s, const Data& d, int g, int kb, bool tiles, const float* const* qh, float* S) {
+void block_scores(const Shape& s, const Data& d, int g, int kb, Kernel kernel, const float* const* qh, float* S) {
   const float scale = 0.125f;
   for (int h0 = 0; h0 < s.G; h0 += kHeadTile) {
     const int nh = std::min(kHeadTile, s.G - h0);
     float* Sh = S + h0 * kBlock;
     const size_t base = (static_cast<size_t>(g) * kKeys + static_cast<size_t>(kb)) * s.hd;
-    if (tiles) {
+#if SNAPKV_ATTN_AVX512
+    static_assert(kBlock == kKTileKeys * kKTilesPerBlock);
+    if (kernel == Kernel::kKTiles64) {
+      scores_ktile64_heads(qh + h0, nh, d.k_tiles.data() + base, s.hd, scale, Sh, kBlock);
+      continue;
+    }
+#endif
+    if (kernel != Kernel::kRows) {
       for (int t = 0; t < kBlock; t += kKTileKeys)
         scores_ktile_heads(qh + h0, nh, d.k_tiles.data() + base + static_cast<size_t>(t) * s.hd, s.hd, scale, Sh + t,
                            kBlock);
@@ -121,7 +132,7 @@ void block_softmax(const Shape& s, float* S, float* const* accp) {
   }
 }
 
-void run(benchmark::State& st, const Shape& s, bool tiles, Part part) {
+void run(benchmark::State& st, const Shape& s, Kernel kernel, Part part) {
   const Data& d = data_for(s);
   std::vector<const float*> qh(static_cast<size_t>(s.G));
   std::vector<float> S(static_cast<size_t>(s.G) * kBlock);
@@ -144,7 +155,7 @@ void run(benchmark::State& st, const Shape& s, bool tiles, Part part) {
     for (int g = 0; g < s.n_kv; ++g) {
       reset(g);
       for (int kb = 0; kb < kKeys; kb += kBlock)
-        block_scores(s, d, g, kb, false, qh.data(),
+        block_scores(s, d, g, kb, Kernel::kRows, qh.data(),
                      scores.data() + (static_cast<size_t>(g) * (kKeys / kBlock) + kb / kBlock) * block_floats);
     }
   }
@@ -154,7 +165,7 @@ void run(benchmark::State& st, const Shape& s, bool tiles, Part part) {
       reset(g);
       for (int kb = 0; kb < kKeys; kb += kBlock) {
         if (part == Part::kScoresOnly || part == Part::kWholeBlock) {
-          block_scores(s, d, g, kb, tiles, qh.data(), S.data());
+          block_scores(s, d, g, kb, kernel, qh.data(), S.data());
         } else {
           const float* src = scores.data() + (static_cast<size_t>(g) * (kKeys / kBlock) + kb / kBlock) * block_floats;
           std::copy(src, src + block_floats, S.begin());
@@ -188,13 +199,21 @@ void run(benchmark::State& st, const Shape& s, bool tiles, Part part) {
                                                 {"block", Part::kWholeBlock},
                                                 {"softmax", Part::kSoftmaxOnly},
                                                 {"pv", Part::kPvOnly}};
+  static const std::vector<std::pair<const char*, Kernel>> kernels = {
+      {"rows", Kernel::kRows},
+      {"ktiles", Kernel::kKTiles},
+#if SNAPKV_ATTN_AVX512
+      {"ktiles64", Kernel::kKTiles64},
+#endif
+  };
   for (const auto& [what, part] : parts)
     for (const Shape& s : shapes)
-      for (const bool tiles : {false, true}) {
-        if (tiles && (part == Part::kSoftmaxOnly || part == Part::kPvOnly)) continue;  // the layout of the keys only
-        const std::string name = fmt::format("KTiles/{}/{}/{}", what, tiles ? "ktiles" : "rows", s.name);
-        benchmark::RegisterBenchmark(name.c_str(), [&s, tiles, part = part](benchmark::State& st) {
-          run(st, s, tiles, part);
+      for (const auto& [kname, kernel] : kernels) {
+        if (kernel != Kernel::kRows && (part == Part::kSoftmaxOnly || part == Part::kPvOnly))
+          continue;  // the layout of the keys only
+        const std::string name = fmt::format("KTiles/{}/{}/{}", what, kname, s.name);
+        benchmark::RegisterBenchmark(name.c_str(), [&s, kernel = kernel, part = part](benchmark::State& st) {
+          run(st, s, kernel, part);
         })->Unit(benchmark::kMicrosecond);
       }
   return 0;

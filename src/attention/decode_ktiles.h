@@ -13,6 +13,9 @@
 // The AVX2 form (Zen 3, 2026-12-06): scores 1.26-1.30x (SmolLM2 shape) and 1.05-1.12x (Gemma 3),
 // the whole block 1.03-1.09x and 0.99-1.01x (docs/benchmarks.md, "K^T tiles: a prototype"); in
 // session 50, 10 runs: scores 1.36-1.38x and 1.47-1.51x, the block 1.08-1.11x and 1.11-1.16x.
+// scores_ktile64 (AVX-512, session 58) drops the row tiles' bits for the natural order and keeps a
+// whole 64-key block's accumulators in registers: on Zen 4 the SmolLM2-shaped scores 1.34x (at the
+// FMA rate), the whole block 1.13x; Gemma 3's 1.11x / 1.03x ("K^T tiles in their natural order").
 //
 // Why: with key rows, a score q . k_j ends in a 16-lane register that has to be summed
 // across its lanes (core/hsum16.h), ~10 512-bit shuffles and adds per key at the SmolLM2 shape
@@ -89,6 +92,54 @@ template <int NH>
   const __m512 vs = _mm512_set1_ps(scale);
   for (int h = 0; h < NH; ++h)
     _mm512_storeu_ps(S + h * s_stride, _mm512_mul_ps(_mm512_add_ps(c[h], _mm512_add_ps(y0[h], y1[h])), vs));
+}
+
+/// Tiles per block of scores_ktile64: 4 x 16 = 64 keys, the decode kernel's key block.
+constexpr int kKTilesPerBlock = 4;
+
+/// S[h * s_stride + i] = scale * q[h] . key i for h < NH <= 4 and the 64 keys of four consecutive
+/// K^T tiles (`tiles`: [4][hd][16] halves, as pack_ktile writes them one after the other), in the
+/// natural order: score i is fma(q[h][d], key_i[d], .) over d = 0, 1, ..., hd - 1 from 0 in one lane,
+/// then times scale (tests: exactly std::fma in that order). NOT the row tiles' bits (their
+/// 16-lane partial sums and tree). The NH x 4 accumulators stay in registers over the whole head
+/// (no horizontal sum, no partial store); each query element is broadcast once for 64 keys. The
+/// question it answers (bench_ktiles, KTiles/.../ktiles64): what the scores cost once the layout
+/// and the order are both free. hd >= 1.
+template <int NH>
+[[gnu::always_inline]] inline void scores_ktile64(const float* const* q, const uint16_t* tiles, int hd, float scale,
+                                                  float* S, int s_stride) {
+  static_assert(NH >= 1 && NH <= 4);
+  __m512 acc[NH][kKTilesPerBlock];
+  for (int h = 0; h < NH; ++h)
+    for (int t = 0; t < kKTilesPerBlock; ++t) acc[h][t] = _mm512_setzero_ps();
+  const size_t ts = static_cast<size_t>(hd) * kKTileKeys;
+  for (int d = 0; d < hd; ++d) {
+    __m512 r[kKTilesPerBlock];
+    for (int t = 0; t < kKTilesPerBlock; ++t) r[t] = ktile_row(tiles + t * ts, d);
+    for (int h = 0; h < NH; ++h) {
+      const __m512 qb = _mm512_set1_ps(q[h][d]);
+      for (int t = 0; t < kKTilesPerBlock; ++t) acc[h][t] = _mm512_fmadd_ps(qb, r[t], acc[h][t]);
+    }
+  }
+  const __m512 vs = _mm512_set1_ps(scale);
+  for (int h = 0; h < NH; ++h)
+    for (int t = 0; t < kKTilesPerBlock; ++t)
+      _mm512_storeu_ps(S + h * s_stride + kKTileKeys * t, _mm512_mul_ps(acc[h][t], vs));
+}
+
+/// scores_ktile64 over nh <= 4 heads (the run-time count of a head tile).
+inline void scores_ktile64_heads(const float* const* q, int nh, const uint16_t* tiles, int hd, float scale, float* S,
+                                 int s_stride) {
+  switch (nh) {
+    case 1:
+      return scores_ktile64<1>(q, tiles, hd, scale, S, s_stride);
+    case 2:
+      return scores_ktile64<2>(q, tiles, hd, scale, S, s_stride);
+    case 3:
+      return scores_ktile64<3>(q, tiles, hd, scale, S, s_stride);
+    default:
+      return scores_ktile64<4>(q, tiles, hd, scale, S, s_stride);
+  }
 }
 
 #elif SNAPKV_ATTN_AVX2
