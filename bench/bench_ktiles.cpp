@@ -3,12 +3,12 @@
 // One thread, cache-resident keys (1,024 per KV head, read again and again): the compute side of
 // the decode kernel, where the row layout spends a third of its time on horizontal sums.
 //
-//   KTiles/scores/{rows,ktiles}/{smollm2,gemma3}
+//   KTiles/scores/{rows,ktiles,ktiles64}/{smollm2,gemma3}
 //       only the Q.K scores of every 64-key block (SmolLM2: 3 query heads per KV head, head_dim 64,
 //       3 KV heads; Gemma 3: 4 / 256 / 1), rows: scores_rows over F16 key rows (today's kernel),
 //       ktiles: scores_ktile over the same keys as K^T tiles (the same bits); ktiles64 (AVX-512):
 //       scores_ktile64 over the block's four tiles at once, in the natural order (other bits).
-//   KTiles/block/{rows,ktiles}/{smollm2,gemma3}
+//   KTiles/block/{rows,ktiles,ktiles64}/{smollm2,gemma3}
 //       the whole per-block work of one decode split as attention/decode.cpp runs it: scores, the
 //       online softmax (row_max, rescale, exp_sum_block) and the P.V sums (pv_rows), so the ratio
 //       is the kernel's, not the scores'.
