@@ -518,7 +518,9 @@ def case_admission(binary):
     budget = int(2.5 * r_none)  # two `none` sessions fit, not three
     print(f"prompt {n_prompt} tokens: none reserves {r_none} B, snapkv:budget=32 {r_snap} B, budget {budget} B")
     check(budget // r_snap >= 6, "test set-up: the budget should fit >= 6 snapkv sessions")
-    common = ["--kv-memory-budget", str(budget), "--debug-step-delay-ms", "20"]
+    # 40 ms steps: the two running requests take ~2.6 s, the window in which the sixth request must
+    # find the queue still full (at 20 ms it was ~1 s after the metrics read, thin on a loaded host).
+    common = ["--kv-memory-budget", str(budget), "--debug-step-delay-ms", "40"]
     body = {"prompt": prompt, "max_tokens": g, "temperature": 0, "ignore_eos": True}
 
     def run_clients(srv, n, extra):
