@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace snapkv {
@@ -43,6 +45,10 @@ class Batch {
   /// After a step: true if prefill item `item` finished (its sequence is ready to decode);
   /// its last-token logits are then Sequence::prefill_logits().
   bool prefill_done(int item) const;
+  /// After a step: why prefill item `item` failed on its own (Engine::step: a snapkv::Error at
+  /// the end of one of its layers, e.g. its cold tier's disk is full), its sequence then reset
+  /// (emptied) while the other rows and items went on; empty if it did not fail.
+  const std::string& prefill_error(int item) const;
 
   struct Row {
     Sequence* seq = nullptr;
@@ -53,7 +59,9 @@ class Batch {
   struct PrefillItem {
     Sequence* seq = nullptr;
     int64_t max_rows = 0;
-    bool done = false;  ///< set by the step
+    bool done = false;           ///< set by the step
+    std::string error;           ///< set by the step when the item failed on its own (prefill_error)
+    std::exception_ptr failure;  ///< that failure itself (a snapkv::Error or a subclass), to rethrow
   };
   const std::vector<Row>& rows() const { return rows_; }
   std::vector<Row>& rows() { return rows_; }

@@ -7,7 +7,17 @@
 #include <cstddef>
 #include <string>
 
+#include "snapkv/error.h"
+
 namespace snapkv {
+
+/// Thrown when a cold tier on disk cannot create, write or map its file (a missing or read-only
+/// directory, a full disk): a fault of the place the rows go to, not of the input, so a server
+/// answers it as its own error and a session load does not call the file it reads damaged.
+class ColdTierIOError : public Error {
+ public:
+  using Error::Error;
+};
 
 /// Element format of the cold tier. Int8: symmetric per-row absmax quantization (scale =
 /// max|x| / 127 in f32; error <= max|x| / 254 per element; a row with inf or NaN decodes as NaN,
@@ -29,6 +39,9 @@ struct ColdTierOptions {
 /// Parses "int8", "f16" or "disk:DIR" (int8 rows in a file under the directory DIR). Throws
 /// snapkv::Error naming the value otherwise (the directory is checked when the first layer is stored).
 ColdTierOptions parse_cold_tier(const std::string& value);
+/// Checks that a cold tier on disk can create its file in o.dir (creates one and removes it at
+/// once); nothing for a cold tier in RAM. Throws ColdTierIOError naming the directory and why.
+void check_cold_tier_dir(const ColdTierOptions& o);
 /// A name for reports: "off", "int8", "f16", "disk:DIR" (int8 on disk; parse_cold_tier's syntax),
 /// "f16,disk:DIR" (f16 on disk, settable only through the struct).
 std::string cold_tier_name(const ColdTierOptions& o);

@@ -42,8 +42,17 @@ struct LoadedSession {
 /// the cold bytes + n_vocab x 4 B of logits + a small JSON header. Format version 1, or 2 when the values' KV type
 /// differs from the keys' (SequenceOptions::kv_type_v; builds that read only version 1 refuse such files with a
 /// clear error). Throws snapkv::Error for a sequence with a pending
-/// prefill or of another engine's model, or a file that cannot be written (naming it and why).
+/// prefill or of another engine's model, a path check_session_target refuses, or a file that
+/// cannot be written (naming it and why).
 void save_session(const Engine& engine, const Sequence& seq, const std::string& path, std::string_view app_data = {});
+
+/// The checks save_session makes before it writes, without writing: `path` is not empty, not a
+/// symbolic link (the rename would replace the link), not an existing non-regular file (a
+/// directory, a device such as /dev/null, a FIFO), not the engine's model file, and a file can be
+/// created in its directory (one is created and removed at once). For callers that save after
+/// long work (the CLI checks --save-session before its prefill). Throws snapkv::Error naming the
+/// path and why.
+void check_session_target(const Engine& engine, const std::string& path);
 
 /// Restores a session written by save_session with the same model: the sequence equals the saved
 /// one (same cache bits, positions, cold rows, statistics), so that the same tokens decode to the

@@ -110,6 +110,14 @@ PromptTokens build_prompt(const RunOptions& o, const Engine& engine, bool want_s
 }
 
 /// Hex SHA-256 of token ids (their bytes): the identity of a saved context.
+/// Whether paths a and b name one existing file (same device and inode); false if either is
+/// empty or does not exist.
+bool same_file(const std::string& a, const std::string& b) {
+  if (a.empty() || b.empty()) return false;
+  std::error_code ec;
+  return std::filesystem::equivalent(a, b, ec) && !ec;
+}
+
 std::string ids_sha256(const std::vector<int32_t>& ids) {
   return sha256_hex(std::string_view(reinterpret_cast<const char*>(ids.data()), ids.size() * sizeof(int32_t)));
 }
@@ -176,7 +184,7 @@ std::vector<std::vector<int32_t>> session_questions(const RunOptions& o, const E
     if (static_cast<int64_t>(ctx.size()) != n_context_tokens || ids_sha256(ctx) != want)
       throw Error(
           fmt::format("--load-session {}: the chat template renders the saved conversation differently from "
-                      "when it was saved (give the same --chat-template)",
+                      "when it was saved (give the same --chat-template and --tools as then)",
                       o.load_session));
     out.push_back(tokenize_chat(tok, p.question, false));
   }
@@ -326,6 +334,18 @@ int run_command(const RunOptions& opt) {
   eo.prefill_attention = prefill_attn;
   auto engine = Engine::load(model_path, eo);
   check_kv_types(kv_type, kv_type_v, engine->info().head_dim);
+  if (!o.save_session.empty()) {
+    // Before the prefill, not after it: a path that cannot be saved to costs no minutes of work,
+    // and no file this run reads is replaced by the session.
+    check_session_target(*engine, o.save_session);
+    for (const auto& [flag, input] : {std::pair<const char*, const std::string*>{"-f", &o.prompt_file},
+                                      {"--messages", &o.chat_flags.messages_file},
+                                      {"--chat-template", &o.chat_flags.template_flag},
+                                      {"--tools", &o.chat_flags.tools_file}})
+      if (same_file(o.save_session, *input))
+        throw Error(fmt::format("--save-session '{}' is the file given with {}: saving would replace it",
+                                o.save_session, flag));
+  }
 
   // A loaded session brings its context, press and cold tier; the questions are rendered as the
   // saved prompt was.
@@ -340,6 +360,10 @@ int run_command(const RunOptions& opt) {
     LoadedSession ls = load_session(*engine, o.load_session, lo);
     load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     loaded = std::move(ls.sequence);
+    if (cold_tier.enabled && !loaded->cold_tier().enabled)
+      throw Error(fmt::format(
+          "--load-session {}: the session was saved without a cold tier; --cold-tier {} has nothing to hold: drop it",
+          o.load_session, o.cold_tier));
     cold_tier = loaded->cold_tier();
     session_q = session_questions(o, *engine, ls.app_data, loaded->n_past());
   }

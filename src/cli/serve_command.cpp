@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "core/thread_context.h"
 #include "server/server.h"
+#include "snapkv/cold_tier.h"
 #include "snapkv/error.h"
 
 namespace snapkv::cli {
@@ -49,6 +50,11 @@ int serve_command(const ServeOptions& o) {
     throw Error(fmt::format("--session-budget: {}", e.what()));
   }
   sc.session_cold_tier = parse_cold_tier(o.session_cold_tier);
+  try {
+    check_cold_tier_dir(sc.session_cold_tier);  // at start-up, not at the first session request
+  } catch (const Error& e) {
+    throw Error(fmt::format("--session-cold-tier: {}", e.what()));
+  }
   return server::run_server(so);
 }
 

@@ -57,6 +57,16 @@ size_t cold_row_bytes(ColdFormat format, int head_dim) {
   return format == ColdFormat::Int8 ? hd + sizeof(float) : 2 * hd;
 }
 
+void check_cold_tier_dir(const ColdTierOptions& o) {
+  if (o.dir.empty()) return;
+  std::string name = o.dir + "/snapkv-cold-XXXXXX";
+  const int fd = ::mkostemp(name.data(), O_CLOEXEC);
+  if (fd < 0)
+    throw ColdTierIOError(fmt::format("cold tier: cannot create a file in {}: {}", o.dir, std::strerror(errno)));
+  ::unlink(name.c_str());
+  ::close(fd);
+}
+
 ColdStore::ColdStore(int n_layer, int n_head_kv, int head_dim, ColdTierOptions opt)
     : n_layer_(n_layer), n_head_kv_(n_head_kv), head_dim_(head_dim), opt_(std::move(opt)) {
   if (n_layer <= 0 || n_head_kv <= 0 || head_dim <= 0)
@@ -67,7 +77,8 @@ ColdStore::ColdStore(int n_layer, int n_head_kv, int head_dim, ColdTierOptions o
     // left behind when the process ends, however it ends.
     std::string name = opt_.dir + "/snapkv-cold-XXXXXX";
     fd_ = ::mkostemp(name.data(), O_CLOEXEC);
-    if (fd_ < 0) throw Error(fmt::format("cold tier: cannot create a file in {}: {}", opt_.dir, std::strerror(errno)));
+    if (fd_ < 0)
+      throw ColdTierIOError(fmt::format("cold tier: cannot create a file in {}: {}", opt_.dir, std::strerror(errno)));
     ::unlink(name.c_str());
   }
 }
@@ -208,13 +219,14 @@ void ColdStore::place(int il, std::unique_ptr<LayerRows> lr) {
       const ssize_t w = ::pwrite(fd_, lr->heap.data() + done, lr->bytes - done, static_cast<off_t>(off + done));
       if (w < 0 && errno == EINTR) continue;
       if (w <= 0)
-        throw Error(fmt::format("cold tier file in {}: cannot write layer {}: {}", opt_.dir, il,
-                                w < 0 ? std::strerror(errno) : "no space"));
+        throw ColdTierIOError(fmt::format("cold tier file in {}: cannot write layer {}: {}", opt_.dir, il,
+                                          w < 0 ? std::strerror(errno) : "no space"));
       done += static_cast<size_t>(w);
     }
     void* m = ::mmap(nullptr, lr->bytes, PROT_READ, MAP_SHARED, fd_, static_cast<off_t>(off));
     if (m == MAP_FAILED)
-      throw Error(fmt::format("cold tier file in {}: cannot map layer {}: {}", opt_.dir, il, std::strerror(errno)));
+      throw ColdTierIOError(
+          fmt::format("cold tier file in {}: cannot map layer {}: {}", opt_.dir, il, std::strerror(errno)));
     lr->map = m;
     lr->map_len = lr->bytes;
     std::vector<unsigned char>().swap(lr->heap);

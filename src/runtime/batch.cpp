@@ -14,7 +14,7 @@ int Batch::add(Sequence& seq, int32_t token, bool want_logits) {
 
 int Batch::add_prefill(Sequence& seq, int64_t max_rows) {
   if (max_rows < 0) throw Error(fmt::format("batch: prefill row budget {} must be >= 0 (0: to the end)", max_rows));
-  prefills_.push_back(PrefillItem{&seq, max_rows, false});
+  prefills_.push_back(PrefillItem{&seq, max_rows, false, {}, nullptr});
   return static_cast<int>(prefills_.size()) - 1;
 }
 
@@ -35,6 +35,12 @@ bool Batch::prefill_done(int item) const {
   if (item < 0 || item >= n_prefills())
     throw Error(fmt::format("batch: prefill item {} out of range ({} items)", item, n_prefills()));
   return prefills_[static_cast<size_t>(item)].done;
+}
+
+const std::string& Batch::prefill_error(int item) const {
+  if (item < 0 || item >= n_prefills())
+    throw Error(fmt::format("batch: prefill item {} out of range ({} items)", item, n_prefills()));
+  return prefills_[static_cast<size_t>(item)].error;
 }
 
 }  // namespace snapkv

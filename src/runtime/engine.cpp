@@ -104,6 +104,7 @@ std::span<const float> Engine::prefill(Sequence& seq, std::span<const int32_t> t
     seq.state().job.reset();  // a rejected step leaves the prefill pending: drop it
     throw;
   }
+  if (b.prefills()[0].failure) std::rethrow_exception(b.prefills()[0].failure);  // the sequence was reset
   return seq.prefill_logits();
 }
 

@@ -30,6 +30,7 @@
 #include "core/sha256.h"
 #include "kv/presses/press.h"
 #include "runtime/sequence_state.h"
+#include "snapkv/cold_tier.h"
 #include "snapkv/engine.h"
 #include "snapkv/error.h"
 #include "snapkv/sequence.h"
@@ -46,13 +47,47 @@ constexpr size_t kPrefixBytes = 8 + 4 + 4 + 8;
 constexpr size_t kDigestBytes = 32;
 constexpr uint64_t kMaxHeaderBytes = uint64_t{64} << 20;
 
+/// The temporary file a save writes before renaming it over the path: in the path's directory,
+/// under a name of its own (not the target's: a 255-byte target name leaves no room for more).
+std::string temp_name(const std::string& path) {
+  const std::filesystem::path p(path);
+  const std::string dir = p.has_parent_path() ? p.parent_path().string() : std::string(".");
+  return dir + "/.snapkv-session-XXXXXX";
+}
+
+/// What save_session refuses to replace: an empty path, a symbolic link (the rename would replace
+/// the link, not the file it names), anything but a regular file (a directory, a device such as
+/// /dev/null, a FIFO, a socket), and the engine's own model file.
+void check_target_kind(const std::string& path, const std::string& model_path) {
+  if (path.empty()) throw Error("session file: the path is empty");
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT || errno == ENOTDIR) return;  // a new file (a missing directory fails at create)
+    throw Error(fmt::format("session file '{}': cannot check it: {}", path, std::strerror(errno)));
+  }
+  if (S_ISLNK(st.st_mode))
+    throw Error(
+        fmt::format("session file '{}' is a symbolic link: a save would replace the link, not the file it "
+                    "names; give that file's path",
+                    path));
+  if (!S_ISREG(st.st_mode))
+    throw Error(fmt::format("session file '{}' exists and is not a regular file ({}): a save would replace it", path,
+                            S_ISDIR(st.st_mode)    ? "a directory"
+                            : S_ISFIFO(st.st_mode) ? "a FIFO"
+                            : S_ISCHR(st.st_mode)  ? "a character device"
+                            : S_ISBLK(st.st_mode)  ? "a block device"
+                                                   : "a socket or other special file"));
+  struct stat ms {};
+  if (!model_path.empty() && ::stat(model_path.c_str(), &ms) == 0 && ms.st_dev == st.st_dev && ms.st_ino == st.st_ino)
+    throw Error(fmt::format("session file '{}' is the model file: a save would replace the model", path));
+}
+
 /// Writes a file through a temporary name in the same directory, hashing everything written.
 class SessionWriter {
  public:
-  explicit SessionWriter(const std::string& path) : path_(path) {
-    const std::filesystem::path p(path);
-    const std::string dir = p.has_parent_path() ? p.parent_path().string() : std::string(".");
-    tmp_ = dir + "/." + p.filename().string() + ".tmp-XXXXXX";
+  SessionWriter(const std::string& path, const std::string& model_path) : path_(path) {
+    check_target_kind(path, model_path);
+    tmp_ = temp_name(path);
     fd_ = ::mkostemp(tmp_.data(), O_CLOEXEC);
     if (fd_ < 0) throw Error(fmt::format("session file '{}': cannot create it: {}", path, std::strerror(errno)));
   }
@@ -223,6 +258,15 @@ void stats_from_json(const nlohmann::json& j, SequenceStats& s, int64_t n_past) 
 
 }  // namespace
 
+void check_session_target(const Engine& engine, const std::string& path) {
+  check_target_kind(path, engine.info().path);
+  std::string tmp = temp_name(path);
+  const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
+  if (fd < 0) throw Error(fmt::format("session file '{}': cannot create it: {}", path, std::strerror(errno)));
+  ::unlink(tmp.c_str());
+  ::close(fd);
+}
+
 void save_session(const Engine& engine, const Sequence& seq, const std::string& path, std::string_view app_data) {
   const Sequence::State& st = seq.state();
   if (st.job) throw Error("save_session: the sequence has a pending prefill");
@@ -269,7 +313,7 @@ void save_session(const Engine& engine, const Sequence& seq, const std::string& 
   const std::string hb = header.dump();
   if (hb.size() > kMaxHeaderBytes) throw Error("save_session: the session header is too large");
 
-  SessionWriter w(path);
+  SessionWriter w(path, engine.info().path);
   w.write(kMagic, sizeof(kMagic));
   const uint32_t ver[2] = {cache.k_type() == cache.v_type() ? kVersion : kVersionMixedKV, 0};
   w.write(ver, sizeof(ver));
@@ -437,6 +481,8 @@ LoadedSession load_session(const Engine& engine, const std::string& path, const 
         const unsigned char* p = r.take(bytes, "cold rows");
         try {
           st.cold->put_encoded(static_cast<int>(il), n, {p, bytes});
+        } catch (const ColdTierIOError&) {
+          throw;  // the cold tier's directory failed (a full disk): the file read is not damaged
         } catch (const Error& e) {
           r.damaged(e.what());
         }

@@ -95,6 +95,8 @@ void check_batch(const Model& model, Batch& batch, int64_t max_rows, StepPlan& p
   for (size_t i = 0; i < batch.prefills().size(); ++i) {
     Batch::PrefillItem& it = batch.prefills()[i];
     it.done = false;
+    it.error.clear();
+    it.failure = nullptr;
     if (it.seq == nullptr) throw Error(fmt::format("step: prefill item {} has no sequence", i));
     Sequence::State& st = it.seq->state();
     if (st.step_mark == id) throw Error(fmt::format("step: prefill item {}: its sequence is already in this batch", i));
@@ -218,6 +220,7 @@ void Engine::step(Batch& batch, Workspace& ws) const {
         int64_t n = rows_dec;
         parts.clear();
         for (size_t i = 0; i < plan.items.size(); ++i) {
+          if (!plan.items[i]->job) continue;  // failed on its own earlier in this step
           PrefillJob& job = *plan.items[i]->job;
           if (job.layer != il || plan.budget[i] <= 0) continue;
           const int64_t cnt = chunk_tokens(job.n - job.done, plan.budget[i], w.max_rows - n, w.max_rows);
@@ -298,7 +301,16 @@ void Engine::step(Batch& batch, Workspace& ws) const {
           job.done += p.cnt;
           plan.budget[p.item] -= p.cnt;
           st.sample_peak();
-          if (job.done == job.n) finish_layer(st, job, il, w.tc.n_threads());
+          if (job.done == job.n) {
+            try {
+              finish_layer(st, job, il, w.tc.n_threads());
+            } catch (const Error& e) {
+              // This item's own failure (its press, its cold tier's file): it alone is reset.
+              batch.prefills()[p.item].error = e.what();
+              batch.prefills()[p.item].failure = std::current_exception();
+              st.clear();
+            }
+          }
         }
       }
     }
@@ -338,6 +350,7 @@ void Engine::step(Batch& batch, Workspace& ws) const {
     // Prefill items that finished every layer.
     for (size_t i = 0; i < plan.items.size(); ++i) {
       Sequence::State& st = *plan.items[i];
+      if (!st.job) continue;  // failed on its own (batch.prefills()[i].error)
       PrefillJob& job = *st.job;
       if (job.layer < c.n_layer) continue;
       st.last_logits.resize(static_cast<size_t>(V));

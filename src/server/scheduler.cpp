@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "snapkv/batch.h"
+#include "snapkv/cold_tier.h"
 #include "snapkv/error.h"
 #include "snapkv/sampling.h"
 #include "snapkv/sequence.h"
@@ -317,6 +318,9 @@ void Scheduler::loop() {
             begin_session(*r);
           }
           r->started = true;
+        } catch (const ColdTierIOError& e) {  // the server's --session-cold-tier directory
+          spdlog::error("session cold tier: {}", e.what());
+          finish(*r, "error", 500, e.what());
         } catch (const std::exception& e) {
           finish(*r, "error", 400, e.what());
         }
@@ -401,7 +405,14 @@ void Scheduler::loop() {
       if (!rows[i]->done) on_logits(*rows[i], batch.logits(static_cast<int>(i)));
     for (size_t i = 0; i < items.size(); ++i) {
       Running& r = *items[i];
-      if (r.done || !batch.prefill_done(static_cast<int>(i))) continue;
+      if (r.done) continue;
+      if (const std::string& err = batch.prefill_error(static_cast<int>(i)); !err.empty()) {
+        // This request's own failure (its cold tier's disk, its press); the others went on.
+        spdlog::error("prefill failed: {}", err);
+        finish(r, "error", 500, fmt::format("prefill failed: {}", err));
+        continue;
+      }
+      if (!batch.prefill_done(static_cast<int>(i))) continue;
       if (r.building_context) {
         try {
           context_done(r);

@@ -131,6 +131,11 @@ TEST(CliBadFlags, OutOfRangeWrongTypeAndEmptyValues) {
       {{"serve", "-m", stories(), "--kv-type-v", "q4_0"},
        {"--kv-type f16", "--kv-type-v q4_0", "both be quantized"},
        1},
+      // The session cold tier's directory is checked at start-up, not at the first session request
+      // (whose client was then told 400 for the server's setting).
+      {{"serve", "-m", stories(), "--session-cold-tier", "disk:/nonexistent/snapkv-cold"},
+       {"--session-cold-tier", "cannot create a file in /nonexistent/snapkv-cold"},
+       1},
       {{"eval", "-m", stories(), "--out", "/nonexistent/eval", "--kv-type", "q8_0", "--kv-type-v", "f32"},
        {"--kv-type q8_0", "--kv-type-v f32", "both be quantized"},
        1},

@@ -6,8 +6,10 @@
 // answers both questions with re-selection, while plain SnapKV's one selection loses them.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -157,6 +159,58 @@ TEST(CliFollowUp, SavedSessionAnswersAsOneProcessDoes) {
   std::filesystem::resize_file(file, std::filesystem::file_size(file) - 7);
   err({"run", "-m", stories(), "--load-session", file.string(), "--question", "Q"}, "damaged");
   std::filesystem::remove(file);
+}
+
+TEST(CliFollowUp, SaveSessionTargetsAreCheckedBeforeTheWork) {
+  // Refused before the prefill, and nothing at the path is replaced: a file this run reads, a
+  // FIFO, a symbolic link, the model. A session saved without a cold tier loaded with --cold-tier
+  // disk:DIR names the flag instead of ignoring it.
+  const auto dir = std::filesystem::temp_directory_path() / ("snapkv_cli_targets_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const auto doc = dir / "doc.txt";
+  {
+    std::FILE* f = std::fopen(doc.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs(kDocument.c_str(), f);
+    std::fclose(f);
+  }
+  auto save_to = [&](const std::filesystem::path& target) {
+    return run_cli({"run", "-m", stories(), "-f", doc.string(), "-n", "2", "--save-session", target.string()});
+  };
+  auto r = save_to(doc);
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("is the file given with -f"), std::string::npos) << r.err;
+  EXPECT_EQ(std::filesystem::file_size(doc), kDocument.size());
+  const auto fifo = dir / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  r = save_to(fifo);
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("not a regular file (a FIFO)"), std::string::npos) << r.err;
+  EXPECT_TRUE(std::filesystem::is_fifo(fifo));
+  const auto link = dir / "link.snkv";
+  std::filesystem::create_symlink(doc, link);
+  r = save_to(link);
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("is a symbolic link"), std::string::npos) << r.err;
+  EXPECT_TRUE(std::filesystem::is_symlink(link));
+  r = save_to(stories());
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("is the model file"), std::string::npos) << r.err;
+  r = save_to(dir / "no" / "such" / "dir.snkv");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("cannot create it"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("prefill"), std::string::npos) << r.err;
+  // A 250-byte file name (the temporary file's name is not built from it).
+  const auto long_name = dir / (std::string(245, 'c') + ".snkv");
+  r = save_to(long_name);
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(std::filesystem::is_regular_file(long_name));
+  r = run_cli({"run", "-m", stories(), "--load-session", long_name.string(), "--question", "Q", "-n", "2",
+               "--cold-tier", "disk:" + dir.string()});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("saved without a cold tier"), std::string::npos) << r.err;
+  std::filesystem::remove_all(dir);
 }
 
 TEST(CliFollowUp, ALoadedSessionsPromptRecordIsChecked) {

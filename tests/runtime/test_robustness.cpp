@@ -2,7 +2,11 @@
 // sequences it did not run, objects outlive what they were made from safely, and hostile values
 // are refused with snapkv::Error instead of undefined behaviour.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
+#include <csignal>
+#include <filesystem>
 #include <memory>
 #include <random>
 #include <stdexcept>
@@ -127,6 +131,77 @@ TEST(Robustness, FailureInTheMiddleOfAStepResetsTheBatchOnly) {
     e->step(one, ws);
     EXPECT_TRUE(std::equal(one.logits(0).begin(), one.logits(0).end(), alone_a.logits[1].begin()));
   }
+}
+
+/// While alive, every file write of this process fails with EFBIG (RLIMIT_FSIZE 0, SIGXFSZ
+/// ignored): a full disk without a file system of its own.
+struct NoFileWrites {
+  rlimit old{};
+  void (*old_handler)(int) = SIG_DFL;
+  NoFileWrites() {
+    ::getrlimit(RLIMIT_FSIZE, &old);
+    old_handler = std::signal(SIGXFSZ, SIG_IGN);
+    rlimit r = old;
+    r.rlim_cur = 0;
+    ::setrlimit(RLIMIT_FSIZE, &r);
+  }
+  ~NoFileWrites() {
+    ::setrlimit(RLIMIT_FSIZE, &old);
+    std::signal(SIGXFSZ, old_handler);
+  }
+};
+
+// One prefill item whose cold tier cannot write its file (a full disk) fails alone: its sequence
+// is reset and Batch::prefill_error says why, while a decode row and another prefill item of the
+// same step finish exactly as alone (the server answered every request of the step 500 before).
+// Engine::prefill, one item, throws it (ColdTierIOError).
+TEST(Robustness, AColdTierDiskFullFailsOnlyItsOwnPrefillItem) {
+  auto e = rtest::stories();
+  const int V = e->info().n_vocab;
+  const auto pa = prompt(30, V, 1), pb = prompt(100, V, 2), pc = prompt(60, V, 3);
+  const std::string press = "snapkv:budget=24,window=8";
+  const auto alone_a = rtest::run_alone(*e, pa, "none", 1, KVType::F16);
+  const auto alone_c = rtest::run_alone(*e, pc, press, 0, KVType::F16);
+  const auto dir = std::filesystem::temp_directory_path() / ("snapkv_full_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  Workspace ws(*e);
+  SequenceOptions so;
+  so.kv_type = KVType::F16;
+  so.n_ctx = 2048;
+  SequenceOptions cold = so;
+  cold.cold_tier = parse_cold_tier("disk:" + dir.string());
+  auto a = e->new_sequence(so), b = e->new_sequence(cold), c = e->new_sequence(so);
+  e->prefill(*a, pa, {}, ws);
+  PrefillOptions po;
+  po.press = PressSpec::parse(press);
+  b->begin_prefill(pb, po);
+  c->begin_prefill(pc, po);
+  Batch batch;
+  batch.add(*a, alone_a.tokens[0]);
+  const int ib = batch.add_prefill(*b);
+  const int ic = batch.add_prefill(*c);
+  {
+    NoFileWrites full;
+    ASSERT_NO_THROW(e->step(batch, ws));
+  }
+  EXPECT_NE(batch.prefill_error(ib).find("cold tier file in " + dir.string()), std::string::npos)
+      << batch.prefill_error(ib);
+  EXPECT_FALSE(batch.prefill_done(ib));
+  EXPECT_EQ(b->n_past(), 0);
+  EXPECT_FALSE(b->prefilling());
+  EXPECT_EQ(b->stats().kv_cache_bytes, 0u);
+  EXPECT_TRUE(batch.prefill_error(ic).empty());
+  ASSERT_TRUE(batch.prefill_done(ic));
+  const auto lc = c->prefill_logits();
+  EXPECT_TRUE(std::equal(lc.begin(), lc.end(), alone_c.logits[0].begin(), alone_c.logits[0].end()));
+  EXPECT_TRUE(std::equal(batch.logits(0).begin(), batch.logits(0).end(), alone_a.logits[1].begin()));
+  {
+    NoFileWrites full;
+    EXPECT_THROW(e->prefill(*b, pb, po, ws), ColdTierIOError);
+  }
+  EXPECT_EQ(b->n_past(), 0);
+  EXPECT_FALSE(b->prefilling());
+  std::filesystem::remove_all(dir);
 }
 
 // A batch stepped again without clear(): a step that fails leaves no row claiming the previous

@@ -5,10 +5,12 @@
 // crafted with a valid checksum (it is not a MAC) whose header lies; a failed save keeps the file
 // that was there.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -18,6 +20,7 @@
 #include "core/sha256.h"
 #include "runtime/runtime_util.h"
 #include "runtime/sequence_state.h"
+#include "snapkv/cold_tier.h"
 #include "snapkv/error.h"
 #include "support/synthetic_model.h"
 
@@ -263,6 +266,73 @@ TEST(Session, MisuseIsAClearErrorAndAFailedSaveKeepsTheOldFile) {
   for (const auto& it : fs::directory_iterator(d.path)) n_files += it.is_regular_file() ? 1 : 0;
   EXPECT_EQ(n_files, 1u);
   EXPECT_EQ(load_session(*e, file.string()).app_data, "first");
+}
+
+// A cold tier directory that cannot take the restored rows (a full disk: RLIMIT_FSIZE 0) fails
+// the load with the directory's error, not with "damaged": the file read is fine and loads
+// without the directory.
+TEST(Session, AFullColdTierDiskAtLoadDoesNotCallTheFileDamaged) {
+  auto e = rtest::stories();
+  Workspace ws(*e);
+  TempDir d;
+  auto s = compressed_document(*e, "int8", ws);
+  const auto file = d.path / "doc.snkv";
+  save_session(*e, *s, file.string());
+  SessionLoadOptions lo;
+  lo.cold_dir = d.path.string();
+  std::string what;
+  {
+    rlimit old{};
+    ::getrlimit(RLIMIT_FSIZE, &old);
+    auto* old_handler = std::signal(SIGXFSZ, SIG_IGN);
+    rlimit r = old;
+    r.rlim_cur = 0;
+    ::setrlimit(RLIMIT_FSIZE, &r);
+    try {
+      (void)load_session(*e, file.string(), lo);
+    } catch (const ColdTierIOError& err) {
+      what = err.what();
+    }
+    ::setrlimit(RLIMIT_FSIZE, &old);
+    std::signal(SIGXFSZ, old_handler);
+  }
+  EXPECT_NE(what.find("cold tier file in " + d.path.string()), std::string::npos) << what;
+  EXPECT_EQ(what.find("damaged"), std::string::npos) << what;
+  EXPECT_NO_THROW(load_session(*e, file.string()));
+}
+
+// save_session refuses what it must not replace (check_session_target): an empty path, a
+// symbolic link, a FIFO, the model file; nothing there is touched.
+TEST(Session, SaveRefusesPathsItMustNotReplace) {
+  auto e = rtest::stories();
+  Workspace ws(*e);
+  TempDir d;
+  auto s = compressed_document(*e, "int8", ws);
+  auto refused = [&](const std::string& path, const std::string& needle) {
+    try {
+      save_session(*e, *s, path);
+      ADD_FAILURE() << path << ": saved";
+    } catch (const Error& err) {
+      EXPECT_NE(std::string(err.what()).find(needle), std::string::npos) << err.what();
+    }
+    EXPECT_THROW(check_session_target(*e, path), Error) << path;
+  };
+  refused("", "the path is empty");
+  const auto fifo = d.path / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  refused(fifo.string(), "not a regular file (a FIFO)");
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  const auto target = d.path / "target.txt";
+  write_all(target, "keep me");
+  fs::create_symlink(target, d.path / "link.snkv");
+  refused((d.path / "link.snkv").string(), "is a symbolic link");
+  EXPECT_EQ(read_all(target), "keep me");
+  refused(d.path.string(), "not a regular file (a directory)");
+  refused(e->info().path, "is the model file");
+  EXPECT_NO_THROW(check_session_target(*e, (d.path / "new.snkv").string()));
+  size_t n_entries = 0;
+  for (const auto& it : fs::directory_iterator(d.path)) n_entries += it.path().filename().string()[0] == '.' ? 1 : 0;
+  EXPECT_EQ(n_entries, 0u);  // no temporary file left by the checks
 }
 
 /// A session file taken apart: the header JSON and the bytes after it (payload without checksum).

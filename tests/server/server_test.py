@@ -10,6 +10,7 @@ import json
 import os
 import random
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -51,7 +52,7 @@ SERVERS = []  # every server started, for their logs when a case fails
 class Server:
     """A `snapkv serve` process on a free loopback port."""
 
-    def __init__(self, binary, model, *args, ready_timeout=60, env=None):
+    def __init__(self, binary, model, *args, ready_timeout=60, env=None, preexec_fn=None):
         # free_port() only finds a port free for now: another test of a parallel ctest run may bind
         # it before the server does; then the server says so and exits, and a new port is tried.
         SERVERS.append(self)
@@ -61,7 +62,7 @@ class Server:
             cmd = [binary, "serve", "-m", model, "--host", "127.0.0.1", "--port", str(self.port), "-t", "1",
                    "--metrics", *args]
             self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT,
-                                         env={**os.environ, **env} if env else None)
+                                         env={**os.environ, **env} if env else None, preexec_fn=preexec_fn)
             if self._wait_ready(ready_timeout, last=attempt == 4):
                 return
             self.log.close()
@@ -1356,6 +1357,37 @@ def case_sessions(binary):
         check("--session-budget 0" in j["error"]["message"], j)
     finally:
         srv.stop()
+
+    # A full --session-cold-tier disk (RLIMIT_FSIZE: the server's files stop at 64 KiB, its small
+    # log included) fails the session request alone, 500 naming the directory, while a plain request
+    # decoding in the same steps finishes (before, every request of the failing step got a 500).
+    cold_dir = tempfile.mkdtemp(prefix="snapkv-cold-full-")
+
+    def small_files():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 10, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+
+    srv = Server(binary, SMOLLM2, *press, "--session-cold-tier", f"disk:{cold_dir}", "--debug-step-delay-ms", "20",
+                 preexec_fn=small_files)
+    try:
+        plain = {}
+
+        def run_plain():
+            plain["r"] = srv.post("/v1/completions", {"prompt": "Once upon a time", "max_tokens": 150,
+                                                      "temperature": 0, "ignore_eos": True}, timeout=300)
+
+        t = threading.Thread(target=run_plain)
+        t.start()
+        srv.wait_metric("snapkv_requests_running", lambda v: v == 1)
+        j = ask(srv, q1, "full", want=500)
+        check(f"cold tier file in {cold_dir}" in j["error"]["message"], j)
+        t.join(300)
+        status, _, res = plain["r"]
+        check(status == 200 and res["usage"]["completion_tokens"] == 150, f"the plain request beside it: {status} {res}")
+        check(ask(srv, q2, "other", want=500)["error"]["type"] == "server_error", "a second session request")
+    finally:
+        check(srv.stop() == 0, "exit status")
+        shutil.rmtree(cold_dir, ignore_errors=True)
 
 
 def main():
