@@ -173,6 +173,23 @@ def _check(lib: ctypes.CDLL, status: int) -> None:
         raise SnapkvError(status, lib.snapkv_last_error().decode("utf-8", "replace"))
 
 
+def _cstr(value, what: str) -> bytes:
+    """A str (UTF-8) or a path (os.fsencode) as a C string's bytes; a NUL inside would end the C
+    string there and silently cut the value, so it is refused."""
+    b = os.fsencode(value) if isinstance(value, os.PathLike) else value.encode()
+    if b"\0" in b:
+        raise ValueError(f"{what} contains a NUL character: {value!r}")
+    return b
+
+
+def _path(value, what: str) -> bytes:
+    """A file path (str, bytes or os.PathLike) as a C string's bytes, a NUL inside refused."""
+    b = os.fsencode(value)
+    if b"\0" in b:
+        raise ValueError(f"{what} contains a NUL character: {value!r}")
+    return b
+
+
 def _ids(tokens: Seq[int]):
     """Token ids as a C int32 array (ValueError for an id outside int32, which ctypes would wrap)."""
     return (ctypes.c_int32 * len(tokens))(*[_fit(t, ctypes.c_int32, "token id") for t in tokens])
@@ -200,7 +217,7 @@ class Engine:
         if prefill_attention not in modes:
             raise ValueError(f"prefill_attention must be one of {sorted(modes)}, not {prefill_attention!r}")
         h = _P()
-        _check(self.lib, self.lib.snapkv_engine_load_ex(os.fsencode(path), n_threads, modes[prefill_attention],
+        _check(self.lib, self.lib.snapkv_engine_load_ex(_path(path, "path"), n_threads, modes[prefill_attention],
                                                         ctypes.byref(h)))
         self._h = h
         info = ModelInfo()
@@ -268,24 +285,27 @@ class Engine:
         h = _P()
         if kv_type_v is not None:
             _check(self.lib, self.lib.snapkv_sequence_new_kv(self._h, n_ctx, KV_TYPES[kv_type], KV_TYPES[kv_type_v],
-                                                             cold_tier.encode() if cold_tier is not None else None,
+                                                             _cstr(cold_tier, "cold_tier") if cold_tier is not None else None,
                                                              ctypes.byref(h)))
         elif cold_tier is None:
             _check(self.lib, self.lib.snapkv_sequence_new(self._h, n_ctx, KV_TYPES[kv_type], ctypes.byref(h)))
         else:
-            _check(self.lib, self.lib.snapkv_sequence_new_cold(self._h, n_ctx, KV_TYPES[kv_type], cold_tier.encode(),
+            _check(self.lib, self.lib.snapkv_sequence_new_cold(self._h, n_ctx, KV_TYPES[kv_type], _cstr(cold_tier, "cold_tier"),
                                                                ctypes.byref(h)))
         return Sequence(self, h)
 
     def load_session(self, path: str, cold_dir: Optional[str] = None, n_ctx: int = 0) -> "Sequence":
         """Restores a sequence saved by Sequence.save_session with this model (n_ctx 0: the saved context)."""
         h = _P()
-        _check(self.lib, self.lib.snapkv_session_load(self._h, path.encode(), cold_dir.encode() if cold_dir else None,
+        _check(self.lib, self.lib.snapkv_session_load(self._h, _path(path, "path"),
+                                                      _path(cold_dir, "cold_dir") if cold_dir else None,
                                                       n_ctx, ctypes.byref(h)))
         return Sequence(self, h)
 
     def decode_batch(self, seqs: Seq["Sequence"], tokens: Seq[int]) -> List[List[float]]:
         """One step over several sequences: row i appends tokens[i] to seqs[i]; returns the logits rows."""
+        if len(tokens) != len(seqs):
+            raise ValueError(f"decode_batch: {len(seqs)} sequences but {len(tokens)} tokens (one token per row)")
         handles = (_P * len(seqs))(*[s._h for s in seqs])
         out = (ctypes.c_float * (len(seqs) * self.n_vocab))()
         _check(self.lib, self.lib.snapkv_decode_batch(handles, _ids(tokens), len(seqs), out, len(out)))
@@ -321,7 +341,7 @@ class Sequence:
         question_tokens: the prompt's last tokens that are its question (window=question presses)."""
         out = _FLOATP()
         _check(self.lib, self.lib.snapkv_prefill_question(self._h, _ids(tokens), len(tokens),
-                                                          press.encode() if press else None, question_tokens,
+                                                          _cstr(press, "press") if press else None, question_tokens,
                                                           ctypes.byref(out)))
         return self._logits(out)
 
@@ -333,7 +353,7 @@ class Sequence:
 
     def save_session(self, path: str) -> None:
         """Writes this sequence (KV cache, cold tier, press statistics) to `path` (Engine.load_session)."""
-        _check(self.lib, self.lib.snapkv_session_save(self._h, path.encode()))
+        _check(self.lib, self.lib.snapkv_session_save(self._h, _path(path, "path")))
 
     def decode(self, token: int) -> List[float]:
         out = _FLOATP()
@@ -369,9 +389,9 @@ class Sequence:
         p.seed = _fit(seed, ctypes.c_uint64, "seed")
         p.temp, p.top_p = temp, top_p
         p.ignore_eos = 1 if ignore_eos else 0
-        press_b = press.encode() if press else None
+        press_b = _cstr(press, "press") if press else None
         p.press = press_b
-        stops = (ctypes.c_char_p * max(len(stop), 1))(*[s.encode() for s in stop])
+        stops = (ctypes.c_char_p * max(len(stop), 1))(*[_cstr(s, f"stop[{i}]") for i, s in enumerate(stop)])
         p.stop, p.n_stop = stops, len(stop)
         q = _ids(question)
         p.question, p.n_question = q, len(question)

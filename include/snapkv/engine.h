@@ -125,10 +125,11 @@ class Engine {
   /// range, a sequence of another model, a decode row of a sequence that is prefilling or whose
   /// context is full, rows of one sequence that are not consecutive, a sequence that is both
   /// decoded and prefilled, more rows than the workspace holds. If an error happens after
-  /// computation started (out of memory), every sequence of the batch is reset (emptied) and the
-  /// error rethrown: no sequence is left half-updated. A snapkv::Error at the end of one prefill
-  /// item's layer (its press, its cold tier's file: a full disk) fails that item alone: its
-  /// sequence is reset, Batch::prefill_error says why, and the other rows and items go on.
+  /// computation started (out of memory), every decode row's sequence is taken back to where it
+  /// stood before the step (its entries of this step dropped), every prefill item's sequence is
+  /// reset (emptied), and the error rethrown: no sequence is left half-updated. A snapkv::Error at the end of one
+  /// prefill item's layer (its press, its cold tier's file: a full disk) fails that item alone: its sequence is reset,
+  /// Batch::prefill_error says why, and the other rows and items go on.
   void step(Batch& batch, Workspace& ws) const;
 
   /// Convenience: Sequence::begin_prefill(tokens, opt) then steps until the prefill is done.

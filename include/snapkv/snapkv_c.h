@@ -255,7 +255,9 @@ SNAPKV_API snapkv_status snapkv_prefill_question(snapkv_sequence* seq, const int
                                                  const float** logits) SNAPKV_NOEXCEPT;
 /** Appends one token and runs it through the model. *logits (if logits is not NULL) points to
  *  its n_vocab logits, valid as for snapkv_prefill. Errors: SNAPKV_ERR_INVALID_ARGUMENT (NULL
- *  seq, token id out of range), SNAPKV_ERR_CONTEXT_FULL (n_past == n_ctx); then nothing changed. */
+ *  seq, token id out of range), SNAPKV_ERR_CONTEXT_FULL (n_past == n_ctx),
+ *  SNAPKV_ERR_OUT_OF_MEMORY (the KV cache could not grow); then the sequence is as it was (a
+ *  failure in the middle of the step takes back what it appended). */
 SNAPKV_API snapkv_status snapkv_decode(snapkv_sequence* seq, int32_t token, const float** logits) SNAPKV_NOEXCEPT;
 /** One decode step of n rows together (the weights are read once for all of them): row i
  *  appends tokens[i] to seqs[i]. The sequences must be of one engine; several rows of one
@@ -264,7 +266,9 @@ SNAPKV_API snapkv_status snapkv_decode(snapkv_sequence* seq, int32_t token, cons
  *  must be >= n * n_vocab (else SNAPKV_ERR_BUFFER_TOO_SMALL, nothing run). At most 512 rows.
  *  Errors: as snapkv_decode for any row (then nothing changed), SNAPKV_ERR_INVALID_ARGUMENT
  *  for NULL seqs/tokens/elements, n == 0, sequences of different engines, rows of one sequence
- *  that are not consecutive. Logits equal snapkv_decode's bit for bit for F32/F16/BF16 weights;
+ *  that are not consecutive; on any error every row's sequence is as it was. With one row per
+ *  sequence, logits equal snapkv_decode's bit for bit for F32/F16/BF16 weights (several rows of
+ *  one sequence go through the prefill attention kernel, whose F16 arithmetic differs slightly);
  *  with quantized weights a step of 8 or more rows (12 for the K-quants and 16 for Q8_0 on AVX2)
  *  takes other matmul kernels, whose logits differ from snapkv_decode's by f32 rounding
  *  (docs/design.md); SNAPKV_TOKEN_LANES=0 in the environment keeps the decode kernels (the same

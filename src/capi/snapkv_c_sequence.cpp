@@ -225,12 +225,13 @@ snapkv_status snapkv_prefill_question(snapkv_sequence* seq, const int32_t* token
                                    ? "n_question_tokens " + std::to_string(n_question_tokens) + " exceeds the " +
                                          std::to_string(n_tokens) + " prompt tokens"
                                    : std::string();
-  return prefill_call("snapkv_prefill", seq, tokens, n_tokens, logits, bad_span, [&] {
-    snapkv::PrefillOptions po;
-    po.press = parse_press(press);
-    po.question_tokens = static_cast<int64_t>(n_question_tokens);
-    return po;
-  });
+  return prefill_call(n_question_tokens > 0 ? "snapkv_prefill_question" : "snapkv_prefill", seq, tokens, n_tokens,
+                      logits, bad_span, [&] {
+                        snapkv::PrefillOptions po;
+                        po.press = parse_press(press);
+                        po.question_tokens = static_cast<int64_t>(n_question_tokens);
+                        return po;
+                      });
 }
 
 snapkv_status snapkv_decode(snapkv_sequence* seq, int32_t token, const float** logits) noexcept {
@@ -358,8 +359,9 @@ snapkv_status snapkv_generate(snapkv_sequence* seq, const int32_t* prompt, size_
     return fail(SNAPKV_ERR_INVALID_ARGUMENT, fn, "the sequence must be empty (snapkv_sequence_reset it first)");
   if (n_prompt > static_cast<size_t>(s.n_ctx()) || p.n_question > static_cast<size_t>(s.n_ctx()) - n_prompt)
     return fail(SNAPKV_ERR_CONTEXT_FULL, fn,
-                "prompt of " + std::to_string(n_prompt + p.n_question) + " tokens does not fit the context of " +
-                    std::to_string(s.n_ctx()) + " tokens");
+                "a prompt of " + std::to_string(n_prompt) + " tokens and a question of " +
+                    std::to_string(p.n_question) + " tokens do not fit the context of " + std::to_string(s.n_ctx()) +
+                    " tokens");
   return guarded(fn, SNAPKV_ERR_INVALID_ARGUMENT, [&] {
     snapkv::GenerateOptions o;
     o.n_predict = p.n_predict;

@@ -195,6 +195,13 @@ void KVHeadCache::drop_front(int64_t count) {
   n_ -= count;
 }
 
+void KVHeadCache::drop_from(int32_t p) {
+  const int32_t* ps = pos();
+  int64_t n = n_;
+  while (n > 0 && ps[n - 1] >= p) --n;
+  n_ = n;
+}
+
 void KVHeadCache::clear() {
   kvbuf::release(pos_);
   kvbuf::release(k_);

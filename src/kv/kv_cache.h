@@ -74,6 +74,9 @@ class KVHeadCache {
   void keep(std::span<const int32_t> indices);
   /// Drops the `count` oldest entries (memmove; capacity unchanged). Used by sliding-window layers.
   void drop_front(int64_t count);
+  /// Drops the entries at positions >= `pos` (the newest: positions ascend; capacity unchanged).
+  /// Used to take back a failed step's appends.
+  void drop_from(int32_t pos);
   /// Removes every entry and frees the buffers.
   void clear();
   /// Replaces the contents with `n` entries given as stored: positions pos[n] (strictly

@@ -47,7 +47,11 @@ namespace {
 void check_request(const Engine& engine, std::span<const int32_t> context, std::span<const int32_t> question,
                    const GenerateOptions& opt) {
   // Every id before any work: the question is prefilled after the context, and a bad id found
-  // only then would leave the sequence holding the context.
+  // only then would leave the sequence holding the context. The tokenizer too: the answer is
+  // text, and a model without one was found only after the prefill.
+  if (!engine.has_tokenizer())
+    throw Error(fmt::format("{}: the model has no tokenizer (tokenizer.ggml.model): generate needs one to stream text",
+                            engine.info().path));
   const int32_t n_vocab = engine.info().n_vocab;
   const auto check_ids = [n_vocab](std::span<const int32_t> ids, const char* what) {
     for (size_t i = 0; i < ids.size(); ++i)

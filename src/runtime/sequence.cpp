@@ -117,6 +117,13 @@ void Sequence::State::compress_layer(int il, const PressPlan& plan, int compress
   sample_peak();
 }
 
+void Sequence::State::roll_back_decode(int64_t n_past_before) {
+  n_past = n_past_before;
+  for (int il = 0; il < cache.n_layer(); ++il)
+    for (KVHeadCache& h : cache.layer(il).heads) h.drop_from(static_cast<int32_t>(n_past_before));
+  update_stats();
+}
+
 void Sequence::State::clear() {
   cache.clear();
   n_past = 0;

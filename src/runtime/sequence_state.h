@@ -94,6 +94,10 @@ struct Sequence::State {
   void start_job();
   /// Empties everything (a failed step leaves no half-updated sequence).
   void clear();
+  /// Takes back a failed decode step: n_past = `n_past_before` and every entry at a position
+  /// >= it dropped (the step appended only those; entries a sliding-window layer dropped to make
+  /// room were outside every later window).
+  void roll_back_decode(int64_t n_past_before);
 };
 
 }  // namespace snapkv

@@ -205,6 +205,10 @@ void Engine::step(Batch& batch, Workspace& ws) const {
         m.embed({&rows[r].token, 1}, w.h_dec.data() + static_cast<int64_t>(r) * E);
       }
   }
+  // Where each decode row's sequence stood, to take the step back if it fails.
+  std::vector<int64_t> n_past0;
+  n_past0.reserve(plan.spans.size());
+  for (const DecodeSpan& s : plan.spans) n_past0.push_back(s.st->n_past);
   const auto t_step = Clock::now();
   std::vector<PrefillPart>& parts = plan.parts;
   try {
@@ -340,12 +344,6 @@ void Engine::step(Batch& batch, Workspace& ws) const {
         r0 = r1;
       }
     }
-    for (const DecodeSpan& s : plan.spans) {
-      s.st->n_past += s.n;
-      // The prefill logits described the prompt's last position, which is no longer the last one.
-      std::vector<float>().swap(s.st->last_logits);
-      s.st->update_stats();
-    }
 
     // Prefill items that finished every layer.
     for (size_t i = 0; i < plan.items.size(); ++i) {
@@ -375,8 +373,17 @@ void Engine::step(Batch& batch, Workspace& ws) const {
       st.update_stats();
       batch.prefills()[i].done = true;
     }
+    // Decode rows' positions advance last: nothing after this can fail.
+    for (const DecodeSpan& s : plan.spans) {
+      s.st->n_past += s.n;
+      // The prefill logits described the prompt's last position, which is no longer the last one.
+      std::vector<float>().swap(s.st->last_logits);
+      s.st->update_stats();
+    }
   } catch (...) {
-    for (const DecodeSpan& s : plan.spans) s.st->clear();
+    // A decode row's sequence goes back to where it stood (its entries of this step dropped);
+    // a prefill item's is reset (emptied).
+    for (size_t i = 0; i < plan.spans.size(); ++i) plan.spans[i].st->roll_back_decode(n_past0[i]);
     for (Sequence::State* st : plan.items) st->clear();
     throw;
   }

@@ -366,6 +366,16 @@ TEST(CApi, GenerateAndBatchArguments) {
   expect_error(snapkv_generate(seq.get(), ids.data(), ids.size(), &p, nullptr, nullptr, &r), SNAPKV_ERR_CONTEXT_FULL,
                "snapkv_generate");
   EXPECT_EQ(snapkv_sequence_n_past(seq.get()), 0);
+  // A question span longer than the prompt is named as snapkv_prefill_question's error.
+  expect_error(snapkv_prefill_question(seq.get(), ids.data(), ids.size(), nullptr, ids.size() + 1, nullptr),
+               SNAPKV_ERR_INVALID_ARGUMENT, "snapkv_prefill_question", "exceeds the");
+  // A question too long for the context is counted as given, not wrapped around.
+  p = greedy(4);
+  p.question = q;
+  p.n_question = SIZE_MAX;
+  expect_error(snapkv_generate(seq.get(), ids.data(), ids.size(), &p, nullptr, nullptr, &r), SNAPKV_ERR_CONTEXT_FULL,
+               "snapkv_generate", std::to_string(SIZE_MAX));
+  EXPECT_EQ(snapkv_sequence_n_past(seq.get()), 0);
 
   // Batched decode: empty, other engine, too small a buffer, rows of one sequence apart.
   SequencePtr a = new_sequence(e.get()), b = new_sequence(e.get()), c = new_sequence(other.get());

@@ -12,6 +12,7 @@ Plain python3 + assert: no pytest needed. Exits non-zero on the first failure.
 
 import argparse
 import os
+import pathlib
 import re
 import sys
 import tempfile
@@ -133,6 +134,21 @@ def main() -> int:
         rows = eng.decode_batch([seq, fork], [42, 42])
         assert rows[0] == rows[1]
         assert seq.n_past == fork.n_past == 5 + 20
+        # One token per row: a short token list is refused before the library reads past it.
+        try:
+            eng.decode_batch([seq, fork], [42])
+            raise AssertionError("decode_batch with 2 sequences and 1 token was accepted")
+        except ValueError as err:
+            assert "one token per row" in str(err), err
+        assert seq.n_past == fork.n_past == 5 + 20  # nothing ran
+        # A NUL inside a string would cut the C string: refused, nothing run.
+        for bad in (lambda: seq.prefill([1], press="snapkv:budget=40\0,window=8"),
+                    lambda: seq.generate(ids, n_predict=1, stop=["a\0b"])):
+            try:
+                bad()
+                raise AssertionError("a string with a NUL was accepted")
+            except ValueError as err:
+                assert "NUL" in str(err), err
 
         # Cancel from the callback; a stop string.
         seq.reset()
@@ -219,8 +235,8 @@ def main() -> int:
         assert dst["compressed"] and dst["kv_cold_bytes"] > 0, dst
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "doc.snkv")
-            doc.save_session(path)
-            again = eng.load_session(path)
+            doc.save_session(pathlib.Path(path))  # a path object, as Engine() takes one
+            again = eng.load_session(pathlib.Path(path))
             assert again.stats()["kv_cold_bytes"] == dst["kv_cold_bytes"]
             a1, a2 = doc.fork(), again.fork()
             assert a1.prefill_reselect(question) == a2.prefill_reselect(question)

@@ -7,6 +7,7 @@
 
 #include "model/golden_util.h"
 #include "runtime/runtime_util.h"
+#include "support/synthetic_model.h"
 
 namespace snapkv {
 namespace {
@@ -156,6 +157,26 @@ TEST(Generate, CancelLimitsAndErrors) {
   tiny.n_ctx = 3;
   auto small = e->new_sequence(tiny);
   EXPECT_THROW(generate(*e, *small, ids, {}, greedy(5), ws), Error);
+}
+
+// A model without a tokenizer: generate() refuses it before any work, the sequence left empty
+// (it was found only after the prefill, which left the prompt in the sequence).
+TEST(Generate, AModelWithoutATokenizerIsRefusedBeforeThePrefill) {
+  SyntheticModelConfig cfg = small_q8_kv_config();
+  cfg.with_tokenizer = false;
+  const auto e = load_synthetic_engine(cfg, 1);
+  ASSERT_FALSE(e->has_tokenizer());
+  Workspace ws(*e);
+  auto seq = e->new_sequence({});
+  const std::vector<int32_t> ids = {1, 300, 301, 302};
+  try {
+    (void)generate(*e, *seq, ids, {}, greedy(4), ws);
+    ADD_FAILURE() << "generated without a tokenizer";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("has no tokenizer"), std::string::npos) << err.what();
+  }
+  EXPECT_EQ(seq->n_past(), 0);
+  EXPECT_FALSE(seq->prefilling());
 }
 
 TEST(Generate, QuestionIsAppendedAfterTheCompressedContext) {

@@ -77,9 +77,11 @@ TEST(Robustness, CompressThatKeepsEverythingIsNotOneShot) {
   EXPECT_THROW(seq->compress(PressSpec::parse("snapkv:budget=32,window=16"), ws), Error);
 }
 
-// An error in the middle of a step (here the progress callback of a prefill item throws at its
-// third layer) resets every sequence of the batch, leaves the others alone, and leaves the
-// workspace usable: the same sequences served again give the results they give alone.
+// An error in the middle of a step that is not one item's own snapkv::Error (here the progress
+// callback of a prefill item throws a std::runtime_error at its third layer) resets the prefill
+// item's sequence, takes the decode row's back to where it stood before the step, leaves the
+// others alone, and leaves the workspace usable: the same sequences served again give the results
+// they give alone.
 TEST(Robustness, FailureInTheMiddleOfAStepResetsTheBatchOnly) {
   auto e = rtest::stories();
   const int V = e->info().n_vocab;
@@ -100,9 +102,11 @@ TEST(Robustness, FailureInTheMiddleOfAStepResetsTheBatchOnly) {
     b->begin_prefill(pb, po);
     Batch batch;
     bool thrown = false;
+    std::unique_ptr<Sequence> a_before;  // a as it stood before the step
     for (int s = 0; s < 10 && !thrown; ++s) {
       batch.clear();
-      if (a->n_past() > 0) batch.add(*a, ta);
+      a_before = a->fork();
+      batch.add(*a, ta);
       batch.add_prefill(*b, budget);
       try {
         e->step(batch, ws);
@@ -112,7 +116,13 @@ TEST(Robustness, FailureInTheMiddleOfAStepResetsTheBatchOnly) {
       }
     }
     ASSERT_TRUE(thrown) << budget;
-    for (const Sequence* s : {a.get(), b.get()}) {
+    // The decode row's sequence is taken back to where it stood (its entries of the failed step
+    // dropped), not emptied; the prefill item's is reset.
+    EXPECT_EQ(a->n_past(), a_before->n_past()) << budget;
+    EXPECT_FALSE(a->prefilling()) << budget;
+    rtest::expect_same_cache(a->kv_cache(), a_before->kv_cache(), "a failed step taken back");
+    EXPECT_EQ(a->stats().kv_cache_bytes, a_before->stats().kv_cache_bytes) << budget;
+    for (const Sequence* s : {b.get()}) {
       EXPECT_EQ(s->n_past(), 0) << budget;
       EXPECT_FALSE(s->prefilling()) << budget;
       EXPECT_EQ(s->stats().kv_cache_bytes, 0u) << budget;

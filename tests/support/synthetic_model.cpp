@@ -144,15 +144,17 @@ uint64_t write_synthetic_model(const SyntheticModelConfig& c, const std::string&
   for (int64_t id = kFirstPlainToken; id < c.n_vocab; ++id) {
     add_token(fmt::format("tok{}", id), -static_cast<float>(id), 1);
   }
-  w.add_string("tokenizer.ggml.model", "llama");
-  w.add_string_array("tokenizer.ggml.tokens", tokens);
-  w.add_f32_array("tokenizer.ggml.scores", scores);
-  w.add_i32_array("tokenizer.ggml.token_type", types);
-  w.add_u32("tokenizer.ggml.bos_token_id", 1);
-  w.add_u32("tokenizer.ggml.eos_token_id", 2);
-  w.add_u32("tokenizer.ggml.unknown_token_id", 0);
-  w.add_bool("tokenizer.ggml.add_bos_token", true);
-  w.add_bool("tokenizer.ggml.add_eos_token", false);
+  if (c.with_tokenizer) {
+    w.add_string("tokenizer.ggml.model", "llama");
+    w.add_string_array("tokenizer.ggml.tokens", tokens);
+    w.add_f32_array("tokenizer.ggml.scores", scores);
+    w.add_i32_array("tokenizer.ggml.token_type", types);
+    w.add_u32("tokenizer.ggml.bos_token_id", 1);
+    w.add_u32("tokenizer.ggml.eos_token_id", 2);
+    w.add_u32("tokenizer.ggml.unknown_token_id", 0);
+    w.add_bool("tokenizer.ggml.add_bos_token", true);
+    w.add_bool("tokenizer.ggml.add_eos_token", false);
+  }
   tokens = {};
 
   uint64_t tensor_id = 0;

@@ -27,6 +27,7 @@ struct SyntheticModelConfig {
   float weight_std = 0.02f;  ///< weights ~ N(0, weight_std^2) before Q8_0 quantization
   uint64_t seed = 1234;
   std::string name = "synthetic SmolLM2-135M shapes (random Q8_0 weights)";
+  bool with_tokenizer = true;  ///< false: no tokenizer.* keys (a model without a tokenizer)
 };
 
 /// Throws snapkv::Error naming the first bad field (e.g. "synthetic model: n_embd=100 is not a multiple of 32").
