@@ -45,7 +45,36 @@ constexpr uint32_t kVersion = 1;
 constexpr uint32_t kVersionMixedKV = 2;
 constexpr size_t kPrefixBytes = 8 + 4 + 4 + 8;
 constexpr size_t kDigestBytes = 32;
-constexpr uint64_t kMaxHeaderBytes = uint64_t{64} << 20;
+// A header is ~1.5 KB for SmolLM2 and grows with layers x KV heads (tens of KB for the largest
+// models); nlohmann's DOM takes up to ~80x its text, so the bound is what a load may cost.
+constexpr uint64_t kMaxHeaderBytes = uint64_t{4} << 20;
+// The header nests 4 deep; a crafted one of nested brackets costs the parser ~80 bytes a level.
+constexpr int kMaxHeaderDepth = 32;
+
+/// The deepest nesting of arrays and objects in JSON text (brackets inside strings not counted).
+int json_depth(const unsigned char* p, size_t n) {
+  int depth = 0, max_depth = 0;
+  bool in_string = false, escaped = false;
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char c = p[i];
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      max_depth = std::max(max_depth, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return max_depth;
+}
 
 /// The temporary file a save writes before renaming it over the path: in the path's directory,
 /// under a name of its own (not the target's: a 255-byte target name leaves no room for more).
@@ -359,6 +388,8 @@ LoadedSession load_session(const Engine& engine, const std::string& path, const 
   if (hn > kMaxHeaderBytes) r.damaged(fmt::format("a header of {} bytes", hn));
   r.seek(kPrefixBytes);
   const unsigned char* hp = r.take(static_cast<size_t>(hn), "the header");
+  if (json_depth(hp, static_cast<size_t>(hn)) > kMaxHeaderDepth)
+    r.damaged(fmt::format("the header nests deeper than {} levels", kMaxHeaderDepth));
   // JSON text: nlohmann's text parser and its values' destruction do not recurse, so a deeply
   // nested header costs memory bounded by its size, not stack.
   nlohmann::json hd = nlohmann::json::parse(hp, hp + hn, nullptr, /*allow_exceptions=*/false);

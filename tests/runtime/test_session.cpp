@@ -392,6 +392,22 @@ TEST(Session, CraftedFilesWithAValidChecksumAreClearErrors) {
   write_all(bad, assemble(bytes, parts.header_text, parts.payload));
   EXPECT_NO_THROW(load_session(*e, bad.string()));
 
+  // Headers that would cost the parser far more than their text: nested 33 deep (a real one
+  // nests 4; a strings' brackets do not count), or past the 4 MiB bound.
+  std::string deep = std::string(33, '[') + std::string(33, ']');
+  expect_damaged(deep, parts.payload, "nested 33 deep");
+  try {
+    write_all(bad, assemble(bytes, deep, parts.payload));
+    load_session(*e, bad.string());
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("nests deeper than 32"), std::string::npos) << err.what();
+  }
+  // Brackets inside a string are text: a name of 200 '[' (and an escaped quote) still loads.
+  write_all(bad,
+            assemble(bytes, with([](auto& h) { h["model"]["name"] = std::string(200, '[') + "\"{"; }), parts.payload));
+  EXPECT_NO_THROW(load_session(*e, bad.string()));
+  expect_damaged(with([](auto& h) { h["pad"] = std::string((4u << 20) + 1, 'x'); }), parts.payload, "a 4 MiB header");
+
   expect_damaged(with([](auto& h) { h["stats"]["press"] = "snapkv:budget=64,window=16,sinks=-10000000"; }),
                  parts.payload, "negative sinks");
   expect_damaged(with([](auto& h) { h["stats"]["press"] = "snapkv:window=question,window_min=10,window_max=5"; }),
