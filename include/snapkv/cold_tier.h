@@ -37,7 +37,8 @@ struct ColdTierOptions {
 };
 
 /// Parses "int8", "f16" or "disk:DIR" (int8 rows in a file under the directory DIR). Throws
-/// snapkv::Error naming the value otherwise (the directory is checked when the first layer is stored).
+/// snapkv::Error naming the value otherwise (the directory is checked when a sequence with this
+/// cold tier starts its prefill, or by check_cold_tier_dir).
 ColdTierOptions parse_cold_tier(const std::string& value);
 /// Checks that a cold tier on disk can create its file in o.dir (creates one and removes it at
 /// once); nothing for a cold tier in RAM. Throws ColdTierIOError naming the directory and why.

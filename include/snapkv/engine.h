@@ -127,13 +127,16 @@ class Engine {
   /// decoded and prefilled, more rows than the workspace holds. If an error happens after
   /// computation started (out of memory), every decode row's sequence is taken back to where it
   /// stood before the step (its entries of this step dropped), every prefill item's sequence is
-  /// reset (emptied), and the error rethrown: no sequence is left half-updated. A snapkv::Error at the end of one
-  /// prefill item's layer (its press, its cold tier's file: a full disk) fails that item alone: its sequence is reset,
-  /// Batch::prefill_error says why, and the other rows and items go on.
+  /// reset (emptied), and the error rethrown: no sequence is left half-updated. A snapkv::Error
+  /// at the end of one prefill item's layer (its press, its cold tier's file: a full disk, or one
+  /// thrown by its PrefillOptions::progress callback) fails that item alone: its sequence is
+  /// reset, Batch::prefill_error says why, and the other rows and items go on.
   void step(Batch& batch, Workspace& ws) const;
 
   /// Convenience: Sequence::begin_prefill(tokens, opt) then steps until the prefill is done.
   /// Returns the last token's logits (n_vocab floats, valid until the sequence's next step).
+  /// A failure after the computation started (see step(): its press, its cold tier's file, out of
+  /// memory) is rethrown as thrown, and the sequence is then empty, whatever it held before.
   std::span<const float> prefill(Sequence& seq, std::span<const int32_t> tokens, const PrefillOptions& opt,
                                  Workspace& ws) const;
 

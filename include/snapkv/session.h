@@ -60,7 +60,8 @@ void check_session_target(const Engine& engine, const std::string& path);
 /// file plus a copy of its KV bytes; the engine hashes its model once, on the first call).
 /// Throws snapkv::Error, naming the file, for: a missing or unreadable file, not a session file,
 /// another format version, a damaged file (checksum or structure), a session of another model
-/// (its SHA-256 differs from model_sha256()), or bad options.
+/// (its SHA-256 differs from model_sha256()), or bad options; ColdTierIOError, naming the
+/// directory, when opt.cold_dir cannot take the cold rows (the file read is not damaged then).
 LoadedSession load_session(const Engine& engine, const std::string& path, const SessionLoadOptions& opt = {});
 
 }  // namespace snapkv

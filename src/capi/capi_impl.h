@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "snapkv/batch.h"
+#include "snapkv/cold_tier.h"
 #include "snapkv/engine.h"
 #include "snapkv/error.h"
 #include "snapkv/sampling.h"
@@ -82,6 +83,8 @@ template <class F>
 snapkv_status guarded(const char* fn, snapkv_status on_error, F&& body) noexcept {
   try {
     return body();
+  } catch (const ColdTierIOError& e) {  // the cold tier's directory (a full disk), not the input
+    return fail(SNAPKV_ERR_IO, fn, e.what());
   } catch (const Error& e) {
     return fail(on_error, fn, e.what());
   } catch (const std::bad_alloc&) {

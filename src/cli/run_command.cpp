@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "chat/bounded_json.h"
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "cli/profile_report.h"
@@ -109,7 +110,6 @@ PromptTokens build_prompt(const RunOptions& o, const Engine& engine, bool want_s
   return out;
 }
 
-/// Hex SHA-256 of token ids (their bytes): the identity of a saved context.
 /// Whether paths a and b name one existing file (same device and inode); false if either is
 /// empty or does not exist.
 bool same_file(const std::string& a, const std::string& b) {
@@ -118,6 +118,7 @@ bool same_file(const std::string& a, const std::string& b) {
   return std::filesystem::equivalent(a, b, ec) && !ec;
 }
 
+/// Hex SHA-256 of token ids (their bytes): the identity of a saved context.
 std::string ids_sha256(const std::vector<int32_t>& ids) {
   return sha256_hex(std::string_view(reinterpret_cast<const char*>(ids.data()), ids.size() * sizeof(int32_t)));
 }
@@ -138,7 +139,13 @@ std::string session_app_data(const PromptTokens& p, const std::vector<int32_t>& 
 /// tokenize to the saved one (else the template differs: an error).
 std::vector<std::vector<int32_t>> session_questions(const RunOptions& o, const Engine& engine,
                                                     const std::string& app_data, int64_t n_context_tokens) {
-  const nlohmann::json app = nlohmann::json::parse(app_data, nullptr, false);
+  // The record is JSON from a file (its checksum is no MAC): parsed with bounds, as --messages is.
+  nlohmann::ordered_json app;
+  try {
+    app = chat::parse_bounded_json(app_data, 128, 1000, "the session's prompt record");
+  } catch (const Error&) {
+    app = nullptr;  // not a record of snapkv run: refused below
+  }
   if (!app.is_object() || !app.contains("kind") || app["kind"] != "snapkv run")
     throw Error(
         fmt::format("--load-session {}: not saved by snapkv run --save-session (no prompt record)", o.load_session));

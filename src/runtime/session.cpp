@@ -23,6 +23,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <vector>
@@ -69,8 +70,8 @@ int json_depth(const unsigned char* p, size_t n) {
       in_string = true;
     } else if (c == '[' || c == '{') {
       max_depth = std::max(max_depth, ++depth);
-    } else if (c == ']' || c == '}') {
-      --depth;
+    } else if ((c == ']' || c == '}') && --depth < 0) {
+      return std::numeric_limits<int>::max();  // closes more than it opened: not JSON
     }
   }
   return max_depth;

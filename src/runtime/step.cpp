@@ -205,10 +205,6 @@ void Engine::step(Batch& batch, Workspace& ws) const {
         m.embed({&rows[r].token, 1}, w.h_dec.data() + static_cast<int64_t>(r) * E);
       }
   }
-  // Where each decode row's sequence stood, to take the step back if it fails.
-  std::vector<int64_t> n_past0;
-  n_past0.reserve(plan.spans.size());
-  for (const DecodeSpan& s : plan.spans) n_past0.push_back(s.st->n_past);
   const auto t_step = Clock::now();
   std::vector<PrefillPart>& parts = plan.parts;
   try {
@@ -373,7 +369,7 @@ void Engine::step(Batch& batch, Workspace& ws) const {
       st.update_stats();
       batch.prefills()[i].done = true;
     }
-    // Decode rows' positions advance last: nothing after this can fail.
+    // Decode rows' positions advance last (nothing here allocates): the catch below relies on it.
     for (const DecodeSpan& s : plan.spans) {
       s.st->n_past += s.n;
       // The prefill logits described the prompt's last position, which is no longer the last one.
@@ -381,10 +377,13 @@ void Engine::step(Batch& batch, Workspace& ws) const {
       s.st->update_stats();
     }
   } catch (...) {
-    // A decode row's sequence goes back to where it stood (its entries of this step dropped);
-    // a prefill item's is reset (emptied).
-    for (size_t i = 0; i < plan.spans.size(); ++i) plan.spans[i].st->roll_back_decode(n_past0[i]);
+    // A decode row's sequence goes back to where it stood (its entries of this step dropped; its
+    // n_past advances only at the very end, after everything that can fail); a prefill item's is
+    // reset (emptied). No row or item claims an output of the failed step.
+    for (const DecodeSpan& s : plan.spans) s.st->roll_back_decode(s.st->n_past);
     for (Sequence::State* st : plan.items) st->clear();
+    for (Batch::Row& r : batch.rows()) r.out = -1;
+    for (Batch::PrefillItem& it : batch.prefills()) it.done = false;
     throw;
   }
 }

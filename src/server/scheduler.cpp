@@ -190,8 +190,9 @@ void Scheduler::finish(Running& r, std::string reason, int error_status, std::st
   res.compressed = st.compressed;
   res.compression_note = r.job->plan.note;
   res.window = st.window;
-  res.compression_ms = st.compression_ms - r.compression_ms_before;
-  res.prefill_ms = st.prefill_ms - r.prefill_ms_before;
+  // (A fork that failed alone was reset: its times start again from 0.)
+  res.compression_ms = std::max(0.0, st.compression_ms - r.compression_ms_before);
+  res.prefill_ms = std::max(0.0, st.prefill_ms - r.prefill_ms_before);
   res.session = r.job->req.session;
   res.session_reused = r.session_reused;
   res.session_stored = r.session_stored;
@@ -406,8 +407,9 @@ void Scheduler::loop() {
     for (size_t i = 0; i < items.size(); ++i) {
       Running& r = *items[i];
       if (r.done) continue;
-      if (const std::string& err = batch.prefill_error(static_cast<int>(i)); !err.empty()) {
+      if (batch.prefills()[i].failure) {
         // This request's own failure (its cold tier's disk, its press); the others went on.
+        const std::string& err = batch.prefill_error(static_cast<int>(i));
         spdlog::error("prefill failed: {}", err);
         finish(r, "error", 500, fmt::format("prefill failed: {}", err));
         continue;

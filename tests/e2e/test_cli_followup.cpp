@@ -194,9 +194,13 @@ TEST(CliFollowUp, SaveSessionTargetsAreCheckedBeforeTheWork) {
   EXPECT_EQ(r.rc, 1);
   EXPECT_NE(r.err.find("is a symbolic link"), std::string::npos) << r.err;
   EXPECT_TRUE(std::filesystem::is_symlink(link));
-  r = save_to(stories());
+  // The model, on a copy of it (were the check to fail, only the copy would be replaced).
+  const auto model_copy = dir / "model.gguf";
+  std::filesystem::copy_file(stories(), model_copy);
+  r = run_cli({"run", "-m", model_copy.string(), "-f", doc.string(), "-n", "2", "--save-session", model_copy.string()});
   EXPECT_EQ(r.rc, 1);
   EXPECT_NE(r.err.find("is the model file"), std::string::npos) << r.err;
+  EXPECT_EQ(std::filesystem::file_size(model_copy), std::filesystem::file_size(stories()));
   r = save_to(dir / "no" / "such" / "dir.snkv");
   EXPECT_EQ(r.rc, 1);
   EXPECT_NE(r.err.find("cannot create it"), std::string::npos) << r.err;

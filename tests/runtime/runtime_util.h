@@ -4,7 +4,9 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -18,6 +20,26 @@
 #include "test_util.h"
 
 namespace snapkv::rtest {
+
+/// While alive, every file write of this process fails with EFBIG (RLIMIT_FSIZE 0, SIGXFSZ
+/// ignored): a full disk without a file system of its own. Restored however the scope ends.
+struct NoFileWrites {
+  rlimit old{};
+  void (*old_handler)(int) = SIG_DFL;
+  NoFileWrites() {
+    ::getrlimit(RLIMIT_FSIZE, &old);
+    old_handler = std::signal(SIGXFSZ, SIG_IGN);
+    rlimit r = old;
+    r.rlim_cur = 0;
+    ::setrlimit(RLIMIT_FSIZE, &r);
+  }
+  ~NoFileWrites() {
+    ::setrlimit(RLIMIT_FSIZE, &old);
+    std::signal(SIGXFSZ, old_handler);
+  }
+  NoFileWrites(const NoFileWrites&) = delete;
+  NoFileWrites& operator=(const NoFileWrites&) = delete;
+};
 
 /// stories260K (F32 weights: every matmul kernel is row-independent, so batched == alone bit for bit).
 inline std::shared_ptr<const Engine> stories(int threads = 2) {

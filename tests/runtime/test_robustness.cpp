@@ -2,10 +2,8 @@
 // sequences it did not run, objects outlive what they were made from safely, and hostile values
 // are refused with snapkv::Error instead of undefined behaviour.
 #include <gtest/gtest.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
-#include <csignal>
 #include <filesystem>
 #include <memory>
 #include <random>
@@ -122,6 +120,15 @@ TEST(Robustness, FailureInTheMiddleOfAStepResetsTheBatchOnly) {
     EXPECT_FALSE(a->prefilling()) << budget;
     rtest::expect_same_cache(a->kv_cache(), a_before->kv_cache(), "a failed step taken back");
     EXPECT_EQ(a->stats().kv_cache_bytes, a_before->stats().kv_cache_bytes) << budget;
+    EXPECT_THROW((void)batch.logits(0), Error) << "a row of the failed step claims logits";
+    {  // and it decodes on exactly as the copy taken before the step
+      Batch x, y;
+      x.add(*a, ta);
+      y.add(*a_before, ta);
+      e->step(x, ws);
+      e->step(y, ws);
+      EXPECT_TRUE(std::equal(x.logits(0).begin(), x.logits(0).end(), y.logits(0).begin())) << budget;
+    }
     for (const Sequence* s : {b.get()}) {
       EXPECT_EQ(s->n_past(), 0) << budget;
       EXPECT_FALSE(s->prefilling()) << budget;
@@ -142,24 +149,6 @@ TEST(Robustness, FailureInTheMiddleOfAStepResetsTheBatchOnly) {
     EXPECT_TRUE(std::equal(one.logits(0).begin(), one.logits(0).end(), alone_a.logits[1].begin()));
   }
 }
-
-/// While alive, every file write of this process fails with EFBIG (RLIMIT_FSIZE 0, SIGXFSZ
-/// ignored): a full disk without a file system of its own.
-struct NoFileWrites {
-  rlimit old{};
-  void (*old_handler)(int) = SIG_DFL;
-  NoFileWrites() {
-    ::getrlimit(RLIMIT_FSIZE, &old);
-    old_handler = std::signal(SIGXFSZ, SIG_IGN);
-    rlimit r = old;
-    r.rlim_cur = 0;
-    ::setrlimit(RLIMIT_FSIZE, &r);
-  }
-  ~NoFileWrites() {
-    ::setrlimit(RLIMIT_FSIZE, &old);
-    std::signal(SIGXFSZ, old_handler);
-  }
-};
 
 // One prefill item whose cold tier cannot write its file (a full disk) fails alone: its sequence
 // is reset and Batch::prefill_error says why, while a decode row and another prefill item of the
@@ -191,7 +180,7 @@ TEST(Robustness, AColdTierDiskFullFailsOnlyItsOwnPrefillItem) {
   const int ib = batch.add_prefill(*b);
   const int ic = batch.add_prefill(*c);
   {
-    NoFileWrites full;
+    rtest::NoFileWrites full;
     ASSERT_NO_THROW(e->step(batch, ws));
   }
   EXPECT_NE(batch.prefill_error(ib).find("cold tier file in " + dir.string()), std::string::npos)
@@ -206,7 +195,7 @@ TEST(Robustness, AColdTierDiskFullFailsOnlyItsOwnPrefillItem) {
   EXPECT_TRUE(std::equal(lc.begin(), lc.end(), alone_c.logits[0].begin(), alone_c.logits[0].end()));
   EXPECT_TRUE(std::equal(batch.logits(0).begin(), batch.logits(0).end(), alone_a.logits[1].begin()));
   {
-    NoFileWrites full;
+    rtest::NoFileWrites full;
     EXPECT_THROW(e->prefill(*b, pb, po, ws), ColdTierIOError);
   }
   EXPECT_EQ(b->n_past(), 0);

@@ -281,20 +281,13 @@ TEST(Session, AFullColdTierDiskAtLoadDoesNotCallTheFileDamaged) {
   SessionLoadOptions lo;
   lo.cold_dir = d.path.string();
   std::string what;
-  {
-    rlimit old{};
-    ::getrlimit(RLIMIT_FSIZE, &old);
-    auto* old_handler = std::signal(SIGXFSZ, SIG_IGN);
-    rlimit r = old;
-    r.rlim_cur = 0;
-    ::setrlimit(RLIMIT_FSIZE, &r);
-    try {
-      (void)load_session(*e, file.string(), lo);
-    } catch (const ColdTierIOError& err) {
-      what = err.what();
-    }
-    ::setrlimit(RLIMIT_FSIZE, &old);
-    std::signal(SIGXFSZ, old_handler);
+  try {
+    rtest::NoFileWrites full;
+    (void)load_session(*e, file.string(), lo);
+  } catch (const ColdTierIOError& err) {
+    what = err.what();
+  } catch (const Error& err) {
+    ADD_FAILURE() << "not a ColdTierIOError: " << err.what();
   }
   EXPECT_NE(what.find("cold tier file in " + d.path.string()), std::string::npos) << what;
   EXPECT_EQ(what.find("damaged"), std::string::npos) << what;
@@ -328,7 +321,23 @@ TEST(Session, SaveRefusesPathsItMustNotReplace) {
   refused((d.path / "link.snkv").string(), "is a symbolic link");
   EXPECT_EQ(read_all(target), "keep me");
   refused(d.path.string(), "not a regular file (a directory)");
-  refused(e->info().path, "is the model file");
+  {  // the model file, on a copy of the model (were the check to fail, only the copy is replaced)
+    const auto copy = d.path / "model-copy.gguf";
+    fs::copy_file(e->info().path, copy);
+    auto ec = Engine::load(copy.string(), EngineOptions{});
+    auto sc = ec->new_sequence({});
+    Workspace wsc(*ec);
+    ec->prefill(*sc, prompt(20, ec->info().n_vocab, 9), PrefillOptions{}, wsc);
+    try {
+      save_session(*ec, *sc, copy.string());
+      ADD_FAILURE() << "saved over the model";
+    } catch (const Error& err) {
+      EXPECT_NE(std::string(err.what()).find("is the model file"), std::string::npos) << err.what();
+    }
+    EXPECT_THROW(check_session_target(*ec, copy.string()), Error);
+    EXPECT_EQ(fs::file_size(copy), fs::file_size(e->info().path));
+    fs::remove(copy);
+  }
   EXPECT_NO_THROW(check_session_target(*e, (d.path / "new.snkv").string()));
   size_t n_entries = 0;
   for (const auto& it : fs::directory_iterator(d.path)) n_entries += it.path().filename().string()[0] == '.' ? 1 : 0;
@@ -399,6 +408,7 @@ TEST(Session, CraftedFilesWithAValidChecksumAreClearErrors) {
   try {
     write_all(bad, assemble(bytes, deep, parts.payload));
     load_session(*e, bad.string());
+    ADD_FAILURE() << "a header nested 33 deep loaded";
   } catch (const Error& err) {
     EXPECT_NE(std::string(err.what()).find("nests deeper than 32"), std::string::npos) << err.what();
   }

@@ -1375,13 +1375,16 @@ def case_sessions(binary):
         def run_plain():
             plain["r"] = srv.post("/v1/completions", {"prompt": "Once upon a time", "max_tokens": 150,
                                                       "temperature": 0, "ignore_eos": True}, timeout=300)
+            plain["done"] = time.time()
 
         t = threading.Thread(target=run_plain)
         t.start()
         srv.wait_metric("snapkv_requests_running", lambda v: v == 1)
         j = ask(srv, q1, "full", want=500)
+        failed_at = time.time()
         check(f"cold tier file in {cold_dir}" in j["error"]["message"], j)
         t.join(300)
+        check(plain["done"] > failed_at, "test set-up: the plain request ended before the session request failed")
         status, _, res = plain["r"]
         check(status == 200 and res["usage"]["completion_tokens"] == 150, f"the plain request beside it: {status} {res}")
         check(ask(srv, q2, "other", want=500)["error"]["type"] == "server_error", "a second session request")
