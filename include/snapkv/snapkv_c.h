@@ -242,8 +242,9 @@ SNAPKV_API int64_t snapkv_sequence_n_ctx(const snapkv_sequence* seq) SNAPKV_NOEX
  *  the next call that changes `seq` (prefill, decode, reset, generate, free).
  *  Errors: SNAPKV_ERR_INVALID_ARGUMENT (NULL seq/tokens, n_tokens 0, token id out of range, bad
  *  press spec, compressing a non-empty sequence), SNAPKV_ERR_CONTEXT_FULL, SNAPKV_ERR_OUT_OF_MEMORY.
- *  On an error the sequence is unchanged, except after an out-of-memory or internal error in
- *  the middle of the computation, which empties it. */
+ *  SNAPKV_ERR_IO when a disk cold tier cannot write its file (a full disk). On an error the
+ *  sequence is unchanged, except after an error in the middle of the computation (out of memory,
+ *  the cold tier's file, an internal error), which empties it. */
 SNAPKV_API snapkv_status snapkv_prefill(snapkv_sequence* seq, const int32_t* tokens, size_t n_tokens, const char* press,
                                         const float** logits) SNAPKV_NOEXCEPT;
 /** snapkv_prefill whose last n_question_tokens tokens are the prompt's question span (the last
