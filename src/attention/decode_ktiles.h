@@ -31,6 +31,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "attention/simd.h"
 
@@ -39,6 +40,22 @@ namespace snapkv::attn {
 /// Keys per K^T tile. Tile t holds keys [16t, 16t + 16) as [head_dim][16] IEEE halves: element d
 /// of key 16t + i at offset d * 16 + i.
 constexpr int kKTileKeys = 16;
+
+/// Calls f(std::integral_constant<int, NH>{}) for a head tile of nh query heads, nh in [1, 4]
+/// (4 for more): the run-time head count as the score kernels' template argument.
+template <class F>
+inline void with_head_count(int nh, F&& f) {
+  switch (nh) {
+    case 1:
+      return f(std::integral_constant<int, 1>{});
+    case 2:
+      return f(std::integral_constant<int, 2>{});
+    case 3:
+      return f(std::integral_constant<int, 3>{});
+    default:
+      return f(std::integral_constant<int, 4>{});
+  }
+}
 
 /// Writes keys [0, n) of `rows` (row-major F16, [n][hd], n <= kKTileKeys) into one K^T tile
 /// ([hd][16] halves); lanes n.. are zero.
@@ -130,16 +147,7 @@ template <int NH>
 /// scores_ktile64 over nh <= 4 heads (the run-time count of a head tile).
 inline void scores_ktile64_heads(const float* const* q, int nh, const uint16_t* tiles, int hd, float scale, float* S,
                                  int s_stride) {
-  switch (nh) {
-    case 1:
-      return scores_ktile64<1>(q, tiles, hd, scale, S, s_stride);
-    case 2:
-      return scores_ktile64<2>(q, tiles, hd, scale, S, s_stride);
-    case 3:
-      return scores_ktile64<3>(q, tiles, hd, scale, S, s_stride);
-    default:
-      return scores_ktile64<4>(q, tiles, hd, scale, S, s_stride);
-  }
+  with_head_count(nh, [&](auto NH) { scores_ktile64<NH()>(q, tiles, hd, scale, S, s_stride); });
 }
 
 #elif SNAPKV_ATTN_AVX2
@@ -196,16 +204,7 @@ template <int NH>
 /// scores_ktile over nh <= 4 heads (the run-time count of a head tile).
 inline void scores_ktile_heads(const float* const* q, int nh, const uint16_t* tile, int hd, float scale, float* S,
                                int s_stride) {
-  switch (nh) {
-    case 1:
-      return scores_ktile<1>(q, tile, hd, scale, S, s_stride);
-    case 2:
-      return scores_ktile<2>(q, tile, hd, scale, S, s_stride);
-    case 3:
-      return scores_ktile<3>(q, tile, hd, scale, S, s_stride);
-    default:
-      return scores_ktile<4>(q, tile, hd, scale, S, s_stride);
-  }
+  with_head_count(nh, [&](auto NH) { scores_ktile<NH()>(q, tile, hd, scale, S, s_stride); });
 }
 #endif
 

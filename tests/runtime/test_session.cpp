@@ -83,6 +83,16 @@ std::unique_ptr<Sequence> compressed_document(const Engine& e, const std::string
   return s;
 }
 
+/// stories260K with a compressed document (int8 cold tier) saved to `name` in a fresh directory.
+struct SavedDocument {
+  std::shared_ptr<const Engine> e = rtest::stories();
+  Workspace ws{*e};
+  TempDir d;
+  std::unique_ptr<Sequence> s = compressed_document(*e, "int8", ws);
+  fs::path file;
+  explicit SavedDocument(const std::string& name) : file(d.path / name) { save_session(*e, *s, file.string()); }
+};
+
 void expect_same_sequence(const Sequence& a, const Sequence& b) {
   rtest::expect_same_cache(a.kv_cache(), b.kv_cache(), "saved vs loaded");
   EXPECT_EQ(a.n_past(), b.n_past());
@@ -140,12 +150,8 @@ TEST(Session, LoadedSessionAnswersExactlyAsTheSavedSequence) {
 }
 
 TEST(Session, DiskColdTierAndAPlainDecodedSequenceRoundTrip) {
-  auto e = rtest::stories();
-  Workspace ws(*e);
-  TempDir d;
-  auto s = compressed_document(*e, "int8", ws);
-  const auto file = d.path / "doc.snkv";
-  save_session(*e, *s, file.string());
+  SavedDocument sd("doc.snkv");
+  auto& [e, ws, d, s, file] = sd;
   SessionLoadOptions lo;
   lo.cold_dir = d.path.string();
   lo.n_ctx = 1000;
@@ -272,12 +278,8 @@ TEST(Session, MisuseIsAClearErrorAndAFailedSaveKeepsTheOldFile) {
 // the load with the directory's error, not with "damaged": the file read is fine and loads
 // without the directory.
 TEST(Session, AFullColdTierDiskAtLoadDoesNotCallTheFileDamaged) {
-  auto e = rtest::stories();
-  Workspace ws(*e);
-  TempDir d;
-  auto s = compressed_document(*e, "int8", ws);
-  const auto file = d.path / "doc.snkv";
-  save_session(*e, *s, file.string());
+  SavedDocument sd("doc.snkv");
+  auto& [e, ws, d, s, file] = sd;
   SessionLoadOptions lo;
   lo.cold_dir = d.path.string();
   std::string what;
