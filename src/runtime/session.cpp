@@ -23,11 +23,11 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <limits>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <vector>
 
+#include "chat/bounded_json.h"
 #include "core/sha256.h"
 #include "kv/presses/press.h"
 #include "runtime/sequence_state.h"
@@ -49,33 +49,10 @@ constexpr size_t kDigestBytes = 32;
 // A header is ~1.5 KB for SmolLM2 and grows with layers x KV heads (tens of KB for the largest
 // models); nlohmann's DOM takes up to ~80x its text, so the bound is what a load may cost.
 constexpr uint64_t kMaxHeaderBytes = uint64_t{4} << 20;
-// The header nests 4 deep; a crafted one of nested brackets costs the parser ~80 bytes a level.
+// The header nests 4 deep and its objects hold < 30 keys; a crafted one of nested brackets cost
+// the parser ~80 bytes a level, so both are bounded before the parse (chat::parse_bounded_json).
 constexpr int kMaxHeaderDepth = 32;
-
-/// The deepest nesting of arrays and objects in JSON text (brackets inside strings not counted).
-int json_depth(const unsigned char* p, size_t n) {
-  int depth = 0, max_depth = 0;
-  bool in_string = false, escaped = false;
-  for (size_t i = 0; i < n; ++i) {
-    const unsigned char c = p[i];
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      max_depth = std::max(max_depth, ++depth);
-    } else if ((c == ']' || c == '}') && --depth < 0) {
-      return std::numeric_limits<int>::max();  // closes more than it opened: not JSON
-    }
-  }
-  return max_depth;
-}
+constexpr size_t kMaxHeaderKeys = 1000;
 
 /// The temporary file a save writes before renaming it over the path: in the path's directory,
 /// under a name of its own (not the target's: a 255-byte target name leaves no room for more).
@@ -389,12 +366,14 @@ LoadedSession load_session(const Engine& engine, const std::string& path, const 
   if (hn > kMaxHeaderBytes) r.damaged(fmt::format("a header of {} bytes", hn));
   r.seek(kPrefixBytes);
   const unsigned char* hp = r.take(static_cast<size_t>(hn), "the header");
-  if (json_depth(hp, static_cast<size_t>(hn)) > kMaxHeaderDepth)
-    r.damaged(fmt::format("the header nests deeper than {} levels", kMaxHeaderDepth));
-  // JSON text: nlohmann's text parser and its values' destruction do not recurse, so a deeply
-  // nested header costs memory bounded by its size, not stack.
-  nlohmann::json hd = nlohmann::json::parse(hp, hp + hn, nullptr, /*allow_exceptions=*/false);
-  if (hd.is_discarded() || !hd.is_object()) r.damaged("unreadable header");
+  nlohmann::json hd;
+  try {
+    hd = chat::parse_bounded_json(std::string_view(reinterpret_cast<const char*>(hp), static_cast<size_t>(hn)),
+                                  kMaxHeaderDepth, kMaxHeaderKeys, "the header");
+  } catch (const Error& e) {
+    r.damaged(e.what());  // "the header is not valid JSON ...", "... nests deeper than 32 levels"
+  }
+  if (!hd.is_object()) r.damaged("unreadable header");
 
   const ModelInfo& mi = engine.info();
   try {
